@@ -1,0 +1,60 @@
+"""Exceptions raised for the integrator's mistakes.
+
+What a *model* does wrong never raises: it becomes a tool message or an error answer it can act on.
+What the *integrator* does wrong (a bad tool declaration, a caller built without an id, a
+lookup of a tool that does not exist) raises one of these::
+
+    TurnkitError
+     ├── ToolDeclarationError   (ValueError)  a tool declaration breaks one or more rules
+     ├── SchemaError            (ValueError)  a JSON Schema outside turnkit's subset
+     ├── CallerError            (ValueError)  a Caller that cannot identify anyone
+     ├── ModuleError            (TypeError)   an object passed as a module is not one
+     └── UnknownToolError       (LookupError) a registry lookup of a name that is not registered
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TurnkitError(Exception):
+    """Base class of every exception turnkit raises on purpose."""
+
+
+class ToolDeclarationError(TurnkitError, ValueError):
+    """A tool declaration breaks one or more rules; ``problems`` lists every one of them."""
+
+    def __init__(self, name: object, problems: Sequence[str]) -> None:
+        self.name = name
+        self.problems: tuple[str, ...] = tuple(problems)
+        listed = "\n".join(f"  - {problem}" for problem in self.problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"tool {name!r} has {count} {noun}:\n{listed}")
+
+
+class SchemaError(TurnkitError, ValueError):
+    """A JSON Schema uses something outside the supported subset; ``problems`` lists each."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems: tuple[tuple[str, str], ...] = tuple(problems)
+        listed = "\n".join(f"  - {path or '/'}: {message}" for path, message in self.problems)
+        super().__init__(f"schema is outside turnkit's JSON Schema subset:\n{listed}")
+
+
+class CallerError(TurnkitError, ValueError):
+    """A ``Caller`` was built without what its kind needs (a user id, a key id...)."""
+
+
+class ModuleError(TurnkitError, TypeError):
+    """An object given to the ``Registry`` as a module lacks ``key`` or ``api_tools()``."""
+
+
+class UnknownToolError(TurnkitError, LookupError):
+    """``Registry[name]`` for a name that no module registered."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        shown = ", ".join(repr(n) for n in known[:20]) or "none"
+        more = f" (and {len(known) - 20} more)" if len(known) > 20 else ""
+        super().__init__(f"no tool named {name!r} is registered; registered tools: {shown}{more}")

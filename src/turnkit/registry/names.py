@@ -1,0 +1,49 @@
+"""Registry names and the names a model sees (seed 000: ``Names.to_mcp/1`` and ``dedupe/1``).
+
+A registry name such as ``catalogue.list_products`` becomes the model name
+``catalogue_list_products``. Model APIs accept 1-64 characters of ``[a-zA-Z0-9_-]``: a name that
+does not fit is left out, and of two registry names with one model name the first wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+__all__ = ["is_model_name", "model_name", "model_names"]
+
+_MODEL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+T = TypeVar("T")
+
+
+def is_model_name(name: object) -> bool:
+    """True when ``name`` is 1-64 characters of ``[a-zA-Z0-9_-]`` (what model APIs accept)."""
+    return isinstance(name, str) and _MODEL_NAME.fullmatch(name) is not None
+
+
+def model_name(registry_name: str) -> str | None:
+    """The model name of ``registry_name`` (dots become underscores), or None when it is invalid.
+
+    Example:
+        >>> model_name("catalogue.list_products")
+        'catalogue_list_products'
+    """
+    candidate = registry_name.replace(".", "_")
+    return candidate if is_model_name(candidate) else None
+
+
+def model_names(items: Iterable[T], name_of: Callable[[T], str]) -> dict[str, T]:
+    """Map model names to ``items`` in order: invalid names left out, the first of a clash wins.
+
+    Example:
+        >>> model_names(["a.b_c", "a_b.c", "x" * 70 + ".y_z"], name_of=str)
+        {'a_b_c': 'a.b_c'}
+    """
+    chosen: dict[str, T] = {}
+    for item in items:
+        name = model_name(name_of(item))
+        if name is not None and name not in chosen:
+            chosen[name] = item
+    return chosen

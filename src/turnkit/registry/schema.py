@@ -1,0 +1,186 @@
+"""The JSON Schema subset: ``check_schema`` refuses what is outside it, ``validate`` checks values.
+
+Supported keywords (DESIGN §2): ``type`` (a name or a list of names), ``properties``, ``required``,
+``additionalProperties`` (boolean), ``items`` (one schema), ``minItems``, ``maxItems``,
+``uniqueItems``, ``enum``, ``const``, ``minLength``, ``maxLength``, ``pattern``, ``format``
+(``date``, ``date-time``, ``email``, ``uuid``, ``uri``; asserted), ``minimum``, ``maximum``,
+``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``, and the annotations ``title``,
+``description``, ``examples``, ``default``.
+
+Validation runs on every tool call, so it is compiled once per distinct schema (``jsonschema_rs``,
+about a microsecond for a typical input; see ``bench/validate.py``) and the results of both the
+subset check and the compilation are kept in bounded caches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import jsonschema_rs
+
+from turnkit.errors import SchemaError
+from turnkit.registry.schema_rules import FORMATS, KEYWORDS, check_node
+
+__all__ = [
+    "FORMATS",
+    "KEYWORDS",
+    "CompiledSchema",
+    "Violation",
+    "check_schema",
+    "compile_schema",
+    "ensure_schema",
+    "validate",
+]
+
+Problem = tuple[str, str]
+"""A subset problem: the JSON pointer of the offending place in the schema, and what to do."""
+
+_CACHE_SIZE = 1024
+
+
+class Violation(NamedTuple):
+    """One way a value breaks its schema."""
+
+    path: str
+    """JSON pointer (RFC 6901) of the offending value in the input; ``""`` is the input itself."""
+    message: str
+    """What is wrong, worded so that a model can correct its call."""
+
+
+def _canonical(schema: object) -> str | None:
+    """A stable text key for a schema, or None when it is not plain JSON (then no caching)."""
+    try:
+        return json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _check_canonical(text: str) -> tuple[Problem, ...]:
+    return _check(json.loads(text))
+
+
+def _check(schema: object) -> tuple[Problem, ...]:
+    problems: list[Problem] = []
+    check_node(schema, "", problems, 0)
+    return tuple(problems)
+
+
+def check_schema(schema: object) -> list[Problem]:
+    """Every place where ``schema`` leaves the supported subset, as ``(path, message)`` pairs.
+
+    An empty list means the schema is accepted. The answer is remembered per distinct schema in a
+    bounded cache, so checking the same declaration again costs a dictionary lookup.
+
+    Example:
+        >>> check_schema({"type": "object", "anyOf": []})
+        [('/anyOf', "keyword 'anyOf' is not supported; ...")]  # doctest: +SKIP
+    """
+    key = _canonical(schema)
+    if key is None:
+        return list(_check(schema))
+    return list(_check_canonical(key))
+
+
+def ensure_schema(schema: object) -> None:
+    """Raise ``SchemaError`` listing every problem when ``schema`` leaves the subset."""
+    problems = check_schema(schema)
+    if problems:
+        raise SchemaError(problems)
+
+
+def _pointer(parts: list[str | int]) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+class CompiledSchema:
+    """A schema checked against the subset and compiled for fast validation."""
+
+    __slots__ = ("_validator", "schema")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        ensure_schema(schema)
+        self.schema = schema
+        try:
+            self._validator = jsonschema_rs.validator_for(dict(schema), validate_formats=True)
+        except (ValueError, jsonschema_rs.ValidationError) as exc:  # e.g. a pattern Rust refuses
+            raise SchemaError([("", f"schema does not compile: {exc}")]) from exc
+
+    def is_valid(self, value: object) -> bool:
+        """True when ``value`` satisfies the schema (the fast path: no messages are built)."""
+        try:
+            return self._validator.is_valid(value)
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            return False
+
+    def errors(self, value: object) -> list[Violation]:
+        """Every violation of the schema by ``value``; empty when it is valid."""
+        try:
+            if self._validator.is_valid(value):
+                return []
+            return [
+                Violation(_pointer(error.instance_path), error.message)
+                for error in self._validator.iter_errors(value)
+            ]
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            return [Violation("", f"is not a JSON value ({exc}); send only JSON data")]
+
+    def __repr__(self) -> str:
+        return f"CompiledSchema({self.schema!r})"
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _compile_canonical(text: str) -> CompiledSchema:
+    return CompiledSchema(json.loads(text))
+
+
+def compile_schema(schema: Mapping[str, Any] | CompiledSchema) -> CompiledSchema:
+    """The compiled form of ``schema``, from a bounded cache keyed by the schema's content.
+
+    Raises:
+        SchemaError: when the schema leaves the subset (every problem is listed).
+    """
+    if isinstance(schema, CompiledSchema):
+        return schema
+    key = _canonical(schema)
+    if key is None:
+        return CompiledSchema(schema)
+    return _compile_canonical(key)
+
+
+_by_identity: OrderedDict[int, tuple[object, CompiledSchema]] = OrderedDict()
+
+
+def validate(schema: Mapping[str, Any] | CompiledSchema, value: object) -> list[Violation]:
+    """Every violation of ``schema`` by ``value`` as ``(JSON pointer, message)``; empty if valid.
+
+    The compiled validator is found by the schema object's identity first (no re-serialisation on
+    the hot path), then by its content. Treat a schema as frozen once it has been validated against.
+
+    Example:
+        >>> validate({"type": "object", "required": ["sku"]}, {})
+        [Violation(path='', message='"sku" is a required property')]
+    """
+    if isinstance(schema, CompiledSchema):
+        return schema.errors(value)
+    entry = _by_identity.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        entry = (schema, compile_schema(schema))
+        _by_identity[id(schema)] = entry
+        if len(_by_identity) > _CACHE_SIZE:
+            _by_identity.popitem(last=False)
+    return entry[1].errors(value)
+
+
+def cache_sizes() -> dict[str, int]:
+    """How many entries each schema cache holds (for tests and diagnostics)."""
+    return {
+        "checked": _check_canonical.cache_info().currsize,
+        "compiled": _compile_canonical.cache_info().currsize,
+        "by_identity": len(_by_identity),
+        "limit": _CACHE_SIZE,
+    }

@@ -1,0 +1,182 @@
+"""The rules of a tool declaration (seed 002), one function per field.
+
+Each function takes the field's value (and what else it depends on) and returns the list of problems
+it finds, each a sentence that starts with the field name and says what to write instead. ``Tool``
+runs all of them and reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from turnkit.registry.control import CONTROL_FIELDS
+from turnkit.registry.pydantic_schema import is_model_class, schema_from_model
+from turnkit.registry.schema import check_schema
+
+NAME = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*\.[a-z][a-z0-9]*(_[a-z0-9]+)+")
+SCOPE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+:[a-z][a-z0-9_]*")
+PERMISSION = re.compile(r"[a-z][a-z0-9_]*([.:][a-z0-9_]+)*")
+NAME_LIMIT = 100
+COST_LIMIT = 1000
+ANNOTATION_KEYS = ("read_only", "destructive", "idempotent", "open_world")
+DEFAULT_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": False,
+}
+
+
+def name_problems(name: object) -> list[str]:
+    if not isinstance(name, str):
+        return [f"name: must be a string like 'catalogue.list_products', got {name!r}"]
+    problems = []
+    if len(name) > NAME_LIMIT:
+        problems.append(f"name: {name[:20]!r}... is {len(name)} characters; at most 100 allowed")
+    if not NAME.fullmatch(name):
+        problems.append(
+            f"name: {name!r} must be '<namespace>.<verb>_<noun>' in lowercase letters, digits"
+            " and underscores, e.g. 'catalogue.list_products'"
+        )
+    return problems
+
+
+def rights_problems(name: object, audience: object, scope: object, permission: object) -> list[str]:
+    if audience not in ("admin", "public"):
+        return [f"audience: {audience!r} is neither 'admin' (a key or session) nor 'public'"]
+    if audience == "public":
+        return [
+            f"{field}: a public tool is called without a key, so {field} {value!r} could never be"
+            f" met; remove it or make the tool audience='admin'"
+            for field, value in (("scope", scope), ("permission", permission))
+            if value is not None
+        ]
+    system = isinstance(name, str) and name.startswith("system.")
+    problems = []
+    if scope is None and not system:
+        problems.append(
+            "scope: an admin tool needs the scope a key must carry, e.g. 'catalogue.products:read'"
+        )
+    elif scope is not None and (not isinstance(scope, str) or not SCOPE.fullmatch(scope)):
+        problems.append(
+            f"scope: {scope!r} must be '<module>.<resource>:<action>' in lowercase,"
+            " e.g. 'catalogue.products:write'"
+        )
+    if permission is None and not system:
+        problems.append(
+            "permission: an admin tool needs the role permission its caller must hold,"
+            " e.g. 'catalogue.manage'"
+        )
+    elif permission is not None and (
+        not isinstance(permission, str) or not PERMISSION.fullmatch(permission)
+    ):
+        problems.append(
+            f"permission: {permission!r} must be a lowercase permission name such as"
+            " 'shop.manage_catalog'"
+        )
+    return problems
+
+
+def text_problems(field: str, value: object) -> list[str]:
+    if value is None or isinstance(value, str):
+        return []
+    return [f"{field}: must be a string, got {type(value).__name__}"]
+
+
+def resolve_schema(field: str, value: object) -> tuple[dict[str, Any] | None, list[str]]:
+    """The schema as a dict (a pydantic model class converted) and the problems of that schema."""
+    if is_model_class(value):
+        value = schema_from_model(value)  # type: ignore[arg-type]  # checked just above
+    if not isinstance(value, Mapping):
+        return None, [
+            f"{field}: must be a JSON Schema object or a pydantic model class,"
+            f" got {type(value).__name__}"
+        ]
+    schema = dict(value)
+    return schema, [f"{field}: {path or '/'}: {message}" for path, message in check_schema(schema)]
+
+
+def input_root_problems(schema: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if schema.get("type") != "object":
+        problems.append(
+            f"input_schema: the root must be 'type': 'object' (tool input is a JSON object),"
+            f" got {schema.get('type')!r}"
+        )
+    properties = schema.get("properties")
+    declared = set(properties) if isinstance(properties, Mapping) else set()
+    for field in sorted(declared & CONTROL_FIELDS):
+        problems.append(
+            f"input_schema: property {field!r} is a control field turnkit sets itself;"
+            " rename the property"
+        )
+    return problems
+
+
+def resolve_handler(handler: object) -> tuple[Callable[..., Any] | None, list[str]]:
+    """The handler as a callable (a ``"package.module:function"`` string imported) and problems."""
+    if isinstance(handler, str):
+        module_name, sep, attr = handler.partition(":")
+        if not sep or not module_name or not attr:
+            return None, [f"handler: {handler!r} must be 'package.module:function'"]
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                target = getattr(target, part)
+        except Exception as exc:  # any import-time failure is the declaration's problem
+            return None, [f"handler: {handler!r} could not be loaded: {type(exc).__name__}: {exc}"]
+        handler = target
+    if not callable(handler):
+        return None, [
+            f"handler: must be a callable (input, ctx) -> result or 'package.module:function',"
+            f" got {type(handler).__name__}"
+        ]
+    return handler, []
+
+
+def annotation_problems(value: object) -> list[str]:
+    if value is None or not isinstance(value, Mapping):
+        return [] if value is None else ["annotations: must be Annotations(...) or a dict of flags"]
+    problems = [
+        f"annotations: unknown flag {key!r}; known flags: {', '.join(ANNOTATION_KEYS)}"
+        for key in value
+        if key not in ANNOTATION_KEYS
+    ]
+    problems += [
+        f"annotations: {key!r} must be true or false, got {flag!r}"
+        for key, flag in value.items()
+        if key in ANNOTATION_KEYS and not isinstance(flag, bool)
+    ]
+    return problems
+
+
+def danger_problems(danger: object) -> list[str]:
+    if danger is None or danger == "always" or callable(danger):
+        return []
+    return [
+        f"danger: {danger!r} is not None (never, but for large batches), 'always',"
+        " or a check function (input, ctx) -> bool"
+    ]
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def max_items_problems(max_items: object) -> list[str]:
+    if max_items is None or _positive_int(max_items):
+        return []
+    return [f"max_items: must be a whole number >= 1 or None, got {max_items!r}"]
+
+
+def cost_problems(cost: object) -> list[str]:
+    if cost is None or callable(cost):
+        return []
+    if _positive_int(cost) and cost <= COST_LIMIT:  # type: ignore[operator]
+        return []
+    return [
+        f"cost: {cost!r} must be None (the default rule), a whole number from 1 to 1000,"
+        " or a function (input) -> int"
+    ]
