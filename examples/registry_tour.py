@@ -68,7 +68,7 @@ class Catalogue:
                     },
                 },
             },
-            # Deliberately wrong: a public tool with a scope, and a schema keyword outside the subset.
+            # Deliberately wrong: a public tool with a scope, and a keyword outside the subset.
             {
                 "name": "catalogue.search_products",
                 "audience": "public",
