@@ -1,0 +1,87 @@
+"""The JSON answer envelopes of ``execute`` and ``confirm`` (DESIGN §4), built in one place.
+
+Success: ``{"executed": true, "status": "ok", "result": ...}``.
+Held: ``{"executed": false, "status": "confirmation_required", "confirmation_id", "expires_at"}``.
+Dry run: ``{"executed": false, "dry_run": true, "would_hold": ..., "cost": ...}``.
+Rejected: ``{"executed": false, "status": "rejected", "message": ...}``.
+Error: ``{"executed": false, "status": "error", "error": {"code", "message", "details"}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "Answer",
+    "ErrorCode",
+    "dry_run",
+    "error",
+    "held",
+    "is_error",
+    "ok",
+    "rejected",
+    "replayed",
+]
+
+Answer: TypeAlias = dict[str, Any]
+"""A JSON object: what ``execute`` and ``confirm`` return, and what the ledger stores."""
+
+ErrorCode: TypeAlias = Literal[
+    "not_found",
+    "forbidden",
+    "invalid_input",
+    "too_many_items",
+    "idempotency_conflict",
+    "in_progress",
+    "rate_limited",
+    "confirmation_expired",
+    "internal_error",
+    "timeout",
+]
+"""Every error code an answer can carry."""
+
+
+def ok(result: Any) -> Answer:
+    """The answer of a handler that ran."""
+    return {"executed": True, "status": "ok", "result": result}
+
+
+def error(code: ErrorCode, message: str, **details: Any) -> Answer:
+    """An error answer; ``details`` are JSON data a model or a client can act on."""
+    return {
+        "executed": False,
+        "status": "error",
+        "error": {"code": code, "message": message, "details": details},
+    }
+
+
+def held(confirmation_id: str, expires_at: str) -> Answer:
+    """The answer of a write that waits for a person's confirmation."""
+    return {
+        "executed": False,
+        "status": "confirmation_required",
+        "confirmation_id": confirmation_id,
+        "expires_at": expires_at,
+    }
+
+
+def dry_run(would_hold: bool, cost: int) -> Answer:
+    """What a call would do, without doing, charging or holding anything."""
+    return {"executed": False, "dry_run": True, "would_hold": would_hold, "cost": cost}
+
+
+def rejected(message: str | None) -> Answer:
+    """The outcome of a confirmation a person rejected."""
+    return {"executed": False, "status": "rejected", "message": message or "rejected by a person"}
+
+
+def replayed(answer: Answer) -> Answer:
+    """A stored answer given again for a repeated idempotency key."""
+    return {**answer, "replayed": True}
+
+
+def is_error(answer: Answer, code: ErrorCode | None = None) -> bool:
+    """True when ``answer`` is an error (of ``code``, when given)."""
+    if answer.get("status") != "error":
+        return False
+    return code is None or answer["error"]["code"] == code

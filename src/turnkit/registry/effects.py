@@ -1,0 +1,187 @@
+"""Effects and their two drivers: the pipeline is written once, run sync or async.
+
+The execute and confirm pipelines are generators that ``yield`` an effect whenever they need the
+outside world — the ledger, the permission provider, a handler, a pause — and receive its result.
+``drive`` performs the effects in the calling thread; ``adrive`` performs them without ever
+blocking the event loop (ledger calls and sync handlers in worker threads, async handlers awaited).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, TypeVar
+
+from turnkit.registry.caller import Caller, PermissionProvider, apermissions_now, permissions_now
+from turnkit.registry.ledger import Ledger
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    """Ask the provider for ``caller``'s permissions now."""
+
+    caller: Caller
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Call ``ledger.<method>(*args, **kwargs)``."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunHandler:
+    """Run a tool's handler with a timeout; the result is a ``HandlerOutcome``."""
+
+    handler: Callable[..., Any]
+    input: dict[str, Any]
+    ctx: Any
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Wait ``seconds`` (while polling for another process's outcome)."""
+
+    seconds: float
+
+
+Effect: TypeAlias = Permissions | Store | RunHandler | Pause
+Steps: TypeAlias = Generator[Effect, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerOutcome:
+    """How a handler ended: ``ok`` with its value, ``error`` with the exception, or ``timeout``."""
+
+    kind: Literal["ok", "error", "timeout"]
+    value: Any = None
+
+
+def _bubbles(exc: BaseException) -> bool:
+    """LangGraph's interrupts (``GraphBubbleUp``) must pass through, never become an answer."""
+    return any(cls.__name__ == "GraphBubbleUp" for cls in type(exc).__mro__)
+
+
+@dataclass(slots=True)
+class Environment:
+    """What the drivers perform effects against."""
+
+    ledger: Ledger
+    permissions: PermissionProvider
+    handler_pool: ThreadPoolExecutor
+
+
+def drive(steps: Steps[T], env: Environment) -> T:
+    """Run ``steps`` to its answer, performing each effect in this thread.
+
+    An effect that fails is raised inside the steps, so they can clean up before it propagates.
+    """
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            reply, error = _perform(effect, env), None
+        except Exception as exc:  # handed back to the steps on the next turn
+            reply, error = None, exc
+
+
+async def adrive(steps: Steps[T], env: Environment) -> T:
+    """Run ``steps`` to its answer without blocking the event loop (see ``drive``)."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            reply, error = await _aperform(effect, env), None
+        except Exception as exc:  # handed back to the steps on the next turn
+            reply, error = None, exc
+
+
+def _perform(effect: Effect, env: Environment) -> Any:
+    if isinstance(effect, Store):
+        return getattr(env.ledger, effect.method)(*effect.args, **effect.kwargs)
+    if isinstance(effect, Permissions):
+        return permissions_now(env.permissions, effect.caller)
+    if isinstance(effect, RunHandler):
+        return _run_sync(effect, env.handler_pool)
+    time.sleep(effect.seconds)
+    return None
+
+
+async def _aperform(effect: Effect, env: Environment) -> Any:
+    if isinstance(effect, Store):
+        method = getattr(env.ledger, effect.method)
+        return await asyncio.to_thread(method, *effect.args, **effect.kwargs)
+    if isinstance(effect, Permissions):
+        return await apermissions_now(env.permissions, effect.caller)
+    if isinstance(effect, RunHandler):
+        return await _run_async(effect, env.handler_pool)
+    await asyncio.sleep(effect.seconds)
+    return None
+
+
+def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
+    handler = effect.handler
+    if inspect.iscoroutinefunction(handler):
+        call = functools.partial(asyncio.run, handler(effect.input, effect.ctx))
+    else:
+        call = functools.partial(handler, effect.input, effect.ctx)
+    future = pool.submit(call)
+    try:
+        value = future.result(timeout=effect.timeout)
+    except FutureTimeout:
+        return HandlerOutcome("timeout")
+    except Exception as exc:  # the handler's failure becomes an answer
+        if _bubbles(exc):
+            raise
+        return HandlerOutcome("error", exc)
+    return _awaited_elsewhere(value)
+
+
+async def _run_async(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
+    handler = effect.handler
+    try:
+        if inspect.iscoroutinefunction(handler):
+            value = await asyncio.wait_for(handler(effect.input, effect.ctx), effect.timeout)
+        else:
+            loop = asyncio.get_running_loop()
+            work = loop.run_in_executor(pool, handler, effect.input, effect.ctx)
+            value = await asyncio.wait_for(work, effect.timeout)
+            if inspect.isawaitable(value):  # a sync callable that returned a coroutine
+                value = await asyncio.wait_for(value, effect.timeout)
+    except TimeoutError:
+        return HandlerOutcome("timeout")
+    except Exception as exc:  # the handler's failure becomes an answer
+        if _bubbles(exc):
+            raise
+        return HandlerOutcome("error", exc)
+    return HandlerOutcome("ok", value)
+
+
+def _awaited_elsewhere(value: Any) -> HandlerOutcome:
+    """A sync callable that returned a coroutine (a partial of an async function, say)."""
+    if inspect.isawaitable(value):
+        try:
+            value = asyncio.run(value)  # type: ignore[arg-type]  # awaitable from the handler
+        except Exception as exc:  # the handler's failure becomes an answer
+            return HandlerOutcome("error", exc)
+    return HandlerOutcome("ok", value)

@@ -1,0 +1,191 @@
+"""``Executor``: what a caller may see, and every call run through the ten steps (DESIGN §4).
+
+The executor is the only place that runs a tool. It asks the application's permission provider at
+call time, reads the operator's settings from the ledger at call time, holds writes for a person,
+replays idempotent repeats, charges rate limits, and writes an audit row per call. Each operation
+has a sync form for scripts and an ``a``-prefixed async twin that never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from turnkit.registry.answers import Answer
+from turnkit.registry.caller import Caller, PermissionProvider
+from turnkit.registry.confirmations import Decision, confirm_steps
+from turnkit.registry.effects import Environment, Permissions, adrive, drive
+from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger
+from turnkit.registry.pipeline import Call, Setup, execute_steps, settings_now
+from turnkit.registry.registry import Registry
+from turnkit.registry.settings import Settings
+from turnkit.registry.tool import Tool
+from turnkit.registry.visibility import Allow, visible
+
+__all__ = ["Executor"]
+
+
+def no_permissions(caller: Caller) -> frozenset[str]:
+    """The default provider: nobody holds any permission (only public and system tools run)."""
+    return frozenset()
+
+
+class Executor:
+    """Runs tools for callers, with rights checked now and writes held for a person.
+
+    Example:
+        >>> from turnkit import Registry, StaticPermissions
+        >>> executor = Executor(Registry(), permissions=StaticPermissions())
+        >>> executor.execute(Caller.public(), "shop.list_orders", {})["error"]["code"]
+        'not_found'
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        ledger: Ledger | None = None,
+        permissions: PermissionProvider = no_permissions,
+        settings: Settings | None = None,
+        clock: Callable[[], float] = time.time,
+        handler_threads: int = 32,
+    ) -> None:
+        """Bind the registry, the ledger and the application's permission provider.
+
+        Args:
+            registry: the tools.
+            ledger: where confirmations, idempotency records, usage and audit rows live. Default:
+                a SQLite file in a new temporary folder (nothing survives the process).
+            permissions: ``(caller) -> permissions``, sync or async, asked on every call.
+            settings: the defaults; the operator's overrides in the ledger win at call time.
+            clock: seconds since the epoch (tests pass a fake one to expire confirmations).
+            handler_threads: worker threads for sync handlers (kept apart from ledger work, so a
+                hung handler cannot starve the ledger).
+        """
+        if ledger is None:
+            ledger = SqliteLedger(Path(tempfile.mkdtemp(prefix="turnkit-")) / "ledger.sqlite")
+        self.registry = registry
+        self.ledger = ledger
+        self.permissions = permissions
+        self._setup = Setup(registry=registry, defaults=settings or Settings(), clock=clock)
+        self._env = Environment(
+            ledger=ledger,
+            permissions=permissions,
+            handler_pool=ThreadPoolExecutor(handler_threads, thread_name_prefix="turnkit-handler"),
+        )
+
+    # --- what a caller sees -----------------------------------------------------------------
+
+    def settings_now(self) -> Settings:
+        """The settings in force now: the defaults with the operator's overrides."""
+        return drive(settings_now(self._setup), self._env)
+
+    async def asettings_now(self) -> Settings:
+        """Async twin of ``settings_now``."""
+        return await adrive(settings_now(self._setup), self._env)
+
+    def visible_for(self, caller: Caller, allow: Allow = "all") -> list[Tool]:
+        """The tools ``caller`` may see now (module enabled, scope, permission, session switch)."""
+        return drive(self._visible_steps(caller, allow), self._env)
+
+    async def avisible_for(self, caller: Caller, allow: Allow = "all") -> list[Tool]:
+        """Async twin of ``visible_for``."""
+        return await adrive(self._visible_steps(caller, allow), self._env)
+
+    def _visible_steps(self, caller: Caller, allow: Allow) -> Any:
+        settings = yield from settings_now(self._setup)
+        permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
+        return visible(
+            caller,
+            self.registry.tools,
+            permissions=permissions,
+            settings=settings,
+            enabled=self.registry.is_enabled,
+            allow=allow,
+        )
+
+    @staticmethod
+    def input_schema(tool: Tool) -> dict[str, Any]:
+        """The schema of ``tool``'s input as shown to a model (control fields never appear)."""
+        return dict(tool.input_schema)  # type: ignore[arg-type]  # a dict once the tool is built
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def execute(
+        self,
+        caller: Caller,
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None = None,
+        *,
+        allow: Allow = "all",
+    ) -> Answer:
+        """Run ``name`` with ``input`` for ``caller`` through the ten steps; never raises for bad
+        input, only answers (``{"executed": ..., "status": ...}``).
+
+        ``control`` holds the control fields: ``dry_run``, ``confirm_token``, ``idempotency_key``.
+        """
+        return drive(
+            execute_steps(self._setup, self._call(caller, name, input, control, allow)), self._env
+        )
+
+    async def aexecute(
+        self,
+        caller: Caller,
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None = None,
+        *,
+        allow: Allow = "all",
+    ) -> Answer:
+        """Async twin of ``execute``: sync handlers and ledger work run in worker threads."""
+        call = self._call(caller, name, input, control, allow)
+        return await adrive(execute_steps(self._setup, call), self._env)
+
+    @staticmethod
+    def _call(
+        caller: Caller, name: str, input: object, control: Mapping[str, Any] | None, allow: Allow
+    ) -> Call:
+        if not isinstance(caller, Caller):
+            raise TypeError(f"caller must be a turnkit Caller, got {type(caller).__name__}")
+        return Call(
+            caller=caller,
+            name=name,
+            input=input,
+            control=control if control is not None else {},  # type: ignore[arg-type]
+            allow=allow,
+            call_id=str(uuid.uuid4()),
+        )
+
+    # --- confirmations ----------------------------------------------------------------------
+
+    def confirm(self, confirmation_id: str, decider: Caller, decision: Decision | object) -> Answer:
+        """Decide a held write: approve, reject (with a message) or edit (new input).
+
+        Runs the write at most once however often, or from however many processes, it is called;
+        every call answers with the same stored outcome.
+        """
+        return drive(confirm_steps(self._setup, confirmation_id, decider, decision), self._env)
+
+    async def aconfirm(
+        self, confirmation_id: str, decider: Caller, decision: Decision | object
+    ) -> Answer:
+        """Async twin of ``confirm``."""
+        steps = confirm_steps(self._setup, confirmation_id, decider, decision)
+        return await adrive(steps, self._env)
+
+    def pending(self, caller: Caller | None = None) -> list[Confirmation]:
+        """Confirmations still waiting for a decision and not expired, oldest first."""
+        now = self._setup.clock()
+        found = self.ledger.list_confirmations(status="pending", caller=caller)
+        return [c for c in found if c.expires_at > now]
+
+    def close(self) -> None:
+        """Stop the handler threads (waiting for none) and close the ledger."""
+        self._env.handler_pool.shutdown(wait=False, cancel_futures=True)
+        self.ledger.close()

@@ -1,0 +1,50 @@
+"""``PostgresLedger``: the same tables on PostgreSQL, for more than one machine.
+
+Needs the ``postgres`` extra (psycopg 3 and psycopg-pool). Connections come from a small pool in
+autocommit mode: every statement is its own transaction, and the conditional updates the ledger
+relies on are atomic under PostgreSQL's row locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from turnkit.registry.ledger.base import Ledger
+
+__all__ = ["PostgresLedger"]
+
+
+class PostgresLedger(Ledger):
+    """A ledger in the PostgreSQL database at ``url`` (``postgresql://user@host:port/db``)."""
+
+    def __init__(self, url: str, *, max_connections: int = 8) -> None:
+        try:
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:  # the optional extra is missing
+            raise ImportError(
+                "PostgresLedger needs the postgres extra: pip install 'turnkit[postgres]'"
+            ) from exc
+        self.url = url
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True, "prepare_threshold": None},
+            open=True,
+        )
+        self.setup()
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self._pool.connection() as conn:
+            return conn.execute(sql.replace("?", "%s"), tuple(params)).rowcount  # type: ignore[arg-type]
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._pool.connection() as conn:
+            return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return "PostgresLedger(<url hidden>)"

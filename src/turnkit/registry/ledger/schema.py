@@ -1,0 +1,78 @@
+"""The ledger's tables: one schema for both backends (SQLite and PostgreSQL).
+
+Statements are written with ``?`` placeholders; the PostgreSQL backend turns them into ``%s``.
+Every state change that must happen at most once is a single conditional statement
+(``UPDATE ... WHERE status = 'pending'``, ``INSERT ... ON CONFLICT DO NOTHING``), so it is atomic
+across threads and processes on both databases.
+"""
+
+from __future__ import annotations
+
+TABLES = (
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_confirmations (
+        id TEXT PRIMARY KEY,
+        caller TEXT NOT NULL,
+        caller_identity TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        input TEXT NOT NULL,
+        input_hash TEXT NOT NULL,
+        idempotency_key TEXT,
+        status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        decided_at DOUBLE PRECISION,
+        decided_by TEXT,
+        decision TEXT,
+        token TEXT,
+        outcome TEXT
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS turnkit_confirmations_status"
+    " ON turnkit_confirmations (status, caller_identity)",
+    "CREATE INDEX IF NOT EXISTS turnkit_confirmations_token ON turnkit_confirmations (token)",
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_idempotency (
+        caller_identity TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        key TEXT NOT NULL,
+        input_hash TEXT NOT NULL,
+        state TEXT NOT NULL,
+        answer TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (caller_identity, tool, key)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_rate_usage (
+        caller_identity TEXT NOT NULL,
+        window_start BIGINT NOT NULL,
+        units INTEGER NOT NULL,
+        PRIMARY KEY (caller_identity, window_start)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_audit (
+        id TEXT PRIMARY KEY,
+        at DOUBLE PRECISION NOT NULL,
+        caller_identity TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        code TEXT,
+        duration_ms DOUBLE PRECISION NOT NULL,
+        confirmation_id TEXT,
+        detail TEXT
+    )
+    """,
+)
+
+CONFIRMATION_COLUMNS = (
+    "id, caller, caller_identity, tool, input, input_hash, idempotency_key, status, created_at,"
+    " expires_at, decided_at, decided_by, decision, token, outcome"
+)

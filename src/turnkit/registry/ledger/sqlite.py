@@ -1,0 +1,70 @@
+"""``SqliteLedger``: the default ledger, one SQLite file shared by threads and processes.
+
+WAL journaling lets readers proceed while one writer writes; a busy timeout makes a second process
+wait for the lock instead of failing. Each thread gets its own connection (sqlite3 connections are
+not shared between threads), all in autocommit mode: every statement is its own transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from turnkit.registry.ledger.base import Ledger
+
+__all__ = ["SqliteLedger"]
+
+
+class SqliteLedger(Ledger):
+    """A ledger in the SQLite file at ``path`` (created with its tables when missing).
+
+    Example:
+        >>> ledger = SqliteLedger("/tmp/turnkit-doctest.sqlite")
+        >>> ledger.set_setting("confirm_batch_over", 20)
+        >>> ledger.settings()["confirm_batch_over"]
+        20
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+        self.path = os.fspath(path)
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self.setup()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._connection().execute(sql, tuple(params)).rowcount
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._connection().execute(sql, tuple(params)).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"SqliteLedger({self.path!r})"

@@ -1,0 +1,315 @@
+"""The ten steps of ``execute`` (DESIGN §4), in order; the first failure ends the call.
+
+1 rights now, 2 control fields, 3 input and schema, 4 ``max_items``, 5 idempotency, 6 dry run,
+7 hold for a person, 8 rate limit, 9 the handler, 10 record. Every call leaves one audit row.
+Written as a generator of effects (see ``effects.py``) so the same steps run sync and async.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from turnkit.registry import answers, steps
+from turnkit.registry.answers import Answer
+from turnkit.registry.caller import Caller
+from turnkit.registry.context import CallContext
+from turnkit.registry.effects import HandlerOutcome, Pause, Permissions, RunHandler, Steps, Store
+from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.registry.registry import Registry
+from turnkit.registry.settings import Settings
+from turnkit.registry.tool import Tool
+from turnkit.registry.visibility import Allow, hidden_reason
+
+log = logging.getLogger("turnkit.executor")
+
+POLL_SECONDS = 0.02
+"""How often a call waiting for another process's outcome looks again."""
+WAIT_GRACE = 5.0
+"""Seconds beyond the handler timeout that a waiting call waits before answering in_progress."""
+
+
+@dataclass(slots=True)
+class Call:
+    """One call as the pipeline sees it; also what its audit row is made of."""
+
+    caller: Caller
+    name: object
+    input: object
+    control: dict[str, Any]
+    allow: Allow
+    call_id: str
+    confirmation_id: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A call that passed steps 1-4: its tool, input, input hash, context and settings."""
+
+    tool: Tool
+    value: dict[str, Any]
+    digest: str
+    ctx: CallContext
+    settings: Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """The live objects the steps consult (the drivers own the rest)."""
+
+    registry: Registry
+    defaults: Settings
+    clock: Callable[[], float]
+
+
+def settings_now(setup: Setup) -> Steps[Settings]:
+    """The defaults with the operator's overrides, read from the ledger now."""
+    overrides = yield Store("settings")
+    return setup.defaults.merged(overrides)
+
+
+def execute_steps(setup: Setup, call: Call) -> Steps[Answer]:
+    """Run the pipeline for ``call`` and write its audit row."""
+    started = time.perf_counter()
+    answer = yield from _pipeline(setup, call)
+    status = answer.get("status", "dry_run")
+    code = answer["error"]["code"] if status == "error" else None
+    yield Store(
+        "audit",
+        kwargs={
+            "at": setup.clock(),
+            "caller": call.caller.identity,
+            "tool": call.name if isinstance(call.name, str) else repr(call.name)[:100],
+            "status": status,
+            "code": code,
+            "duration_ms": (time.perf_counter() - started) * 1000,
+            "confirmation_id": call.confirmation_id or answer.get("confirmation_id"),
+            "detail": call.detail,
+        },
+    )
+    return answer
+
+
+def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
+    settings = yield from settings_now(setup)
+    caller = call.caller
+
+    # 1. the tool exists and the caller may use it, checked now
+    tool = setup.registry.get(call.name) if isinstance(call.name, str) else None
+    if tool is None:
+        shown = call.name[:100] if isinstance(call.name, str) else repr(call.name)[:100]
+        return answers.error("not_found", f"no tool named {shown!r}")
+    permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
+    reason = hidden_reason(
+        caller,
+        tool,
+        permissions=permissions,
+        settings=settings,
+        enabled=setup.registry.is_enabled,
+        allow=call.allow,
+    )
+    if reason is not None:
+        if caller.kind == "public":
+            return answers.error("not_found", f"no tool named {tool.name!r}")
+        return answers.error("forbidden", f"{tool.name!r} is not allowed: {reason}", reason=reason)
+
+    # 2. control fields, 3. input, 4. list lengths
+    failure = steps.control_error(call.control)
+    if failure is not None:
+        return failure
+    failure, text = steps.input_error(tool, call.input, settings)
+    if failure is not None:
+        return failure
+    value: dict[str, Any] = call.input  # type: ignore[assignment]  # checked by input_error
+    failure = steps.too_many_items(tool, value)
+    if failure is not None:
+        return failure
+
+    digest = steps.input_hash(text)
+    key: str | None = call.control.get("idempotency_key")
+    dry = call.control.get("dry_run", False)
+    ctx = CallContext(
+        caller=caller,
+        tool=tool,
+        permissions=permissions,
+        settings=settings,
+        call_id=call.call_id,
+        dry_run=True,
+        idempotency_key=key,
+    )
+    checked = Checked(tool=tool, value=value, digest=digest, ctx=ctx, settings=settings)
+    approved = yield from _approved(call, tool, digest)
+    if approved is not None:
+        call.confirmation_id = approved.id
+        answer = yield from _hold_charge_run(setup, call, checked, approved)
+        if approved.idempotency_key is not None:
+            yield Store(
+                "store_idempotency",
+                (caller.identity, tool.name, approved.idempotency_key, answer),
+            )
+        return answer
+
+    # 5. idempotency: a repeat replays, a different input conflicts
+    if key is not None:
+        method = "get_idempotency" if dry else "reserve_idempotency"
+        args = (caller.identity, tool.name, key) + (() if dry else (digest, setup.clock()))
+        record = yield Store(method, args)
+        if record is not None:
+            return (yield from _replay(setup, call, tool, key, digest, record, settings))
+
+    # 6. dry run: nothing charged, held or run
+    if dry:
+        would_hold = steps.needs_hold(tool, caller, value, ctx)
+        return answers.dry_run(would_hold, steps.cost_of(tool, value))
+
+    try:
+        answer = yield from _hold_charge_run(setup, call, checked, None)
+    except Exception:
+        if key is not None:
+            yield Store("release_idempotency", (caller.identity, tool.name, key))
+        raise
+    if key is not None:
+        if answers.is_error(answer, "rate_limited"):
+            yield Store("release_idempotency", (caller.identity, tool.name, key))
+        else:
+            yield Store("store_idempotency", (caller.identity, tool.name, key, answer))
+    return answer
+
+
+def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]:
+    """The confirmation whose approved write this call runs, when its ``confirm_token`` is valid."""
+    token = call.control.get("confirm_token")
+    if token is None:
+        return None
+    found: Confirmation | None = yield Store("confirmation_for_token", (token,))
+    if (
+        found is None
+        or found.caller.identity != call.caller.identity
+        or found.tool != tool.name
+        or found.input_hash != digest
+    ):
+        return None
+    return found
+
+
+def _hold_charge_run(
+    setup: Setup, call: Call, checked: Checked, approved: Confirmation | None
+) -> Steps[Answer]:
+    caller, tool, value, ctx, settings = (
+        call.caller, checked.tool, checked.value, checked.ctx, checked.settings
+    )  # fmt: skip
+    now = setup.clock()
+
+    # 7. hold for a person, unless a person approved this very call
+    if approved is None and steps.needs_hold(tool, caller, value, ctx):
+        confirmation = Confirmation(
+            id=str(uuid.uuid4()),
+            caller=caller,
+            tool=tool.name,
+            input=value,
+            input_hash=checked.digest,
+            idempotency_key=ctx.idempotency_key,
+            status="pending",
+            created_at=now,
+            expires_at=now + settings.confirmation_ttl,
+        )
+        yield Store("create_confirmation", (confirmation,))
+        return answers.held(confirmation.id, iso(confirmation.expires_at))
+
+    # 8. rate limit
+    cost = steps.cost_of(tool, value)
+    if settings.rate_limit_units > 0:
+        window = settings.rate_limit_window
+        index = int(now // window)
+        charged = yield Store("charge", (caller.identity, index, cost, settings.rate_limit_units))
+        if not charged:
+            retry_after = round((index + 1) * window - now, 3)
+            return answers.error(
+                "rate_limited",
+                f"rate limit reached: {settings.rate_limit_units} units per {window:g} s;"
+                f" this call costs {cost}. Try again in {retry_after:g} s",
+                retry_after=retry_after,
+                cost=cost,
+                limit=settings.rate_limit_units,
+            )
+
+    # 9. run the handler
+    run_ctx = CallContext(
+        caller=caller,
+        tool=tool,
+        permissions=ctx.permissions,
+        settings=settings,
+        call_id=call.call_id,
+        confirmation_id=None if approved is None else approved.id,
+        idempotency_key=ctx.idempotency_key,
+    )
+    outcome = yield RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]
+    return _result_answer(call, tool, outcome, settings)
+
+
+def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Settings) -> Answer:
+    """Step 10's answer from how the handler ended; failures are logged with their detail."""
+    generic = f"{tool.name!r} failed; the error was logged (call id {call.call_id})"
+    if outcome.kind == "timeout":
+        call.detail = f"handler ran longer than {settings.handler_timeout:g} s"
+        log.error("tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
+        return answers.error(
+            "timeout",
+            f"{tool.name!r} did not finish within {settings.handler_timeout:g} s; it may still"
+            " complete: check before calling again",
+            call_id=call.call_id,
+        )
+    if outcome.kind == "error":
+        exc = outcome.value
+        call.detail = f"{type(exc).__name__}: {exc}"[:2000]
+        log.error("tool %r raised (call %s)", tool.name, call.call_id, exc_info=exc)
+        return answers.error("internal_error", generic, call_id=call.call_id)
+    result = outcome.value
+    try:
+        steps.canonical_json(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        call.detail = f"handler returned a value that is not JSON: {exc}"[:2000]
+        log.error("tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
+        return answers.error("internal_error", generic, call_id=call.call_id)
+    if tool.output_validator is not None:
+        violations = tool.output_validator.errors(result)
+        if violations:
+            call.detail = "result breaks output_schema: " + json.dumps(violations[:10])[:2000]
+            log.error("bug in tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
+            return answers.error("internal_error", generic, call_id=call.call_id)
+    return answers.ok(result)
+
+
+def _replay(
+    setup: Setup, call: Call, tool: Tool, key: str, digest: str, record: Any, settings: Settings
+) -> Steps[Answer]:
+    """Step 5 for a key seen before: the stored answer again, or a conflict."""
+    if record.input_hash != digest:
+        return answers.error(
+            "idempotency_conflict",
+            f"idempotency key {key[:80]!r} was used before with a different input for"
+            f" {tool.name!r}; use a new key for a new call",
+        )
+    deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
+    while record.state == "running" and time.monotonic() < deadline:
+        yield Pause(POLL_SECONDS)
+        record = yield Store("get_idempotency", (call.caller.identity, tool.name, key))
+    if record is None or record.state == "running":
+        return answers.error(
+            "in_progress",
+            f"the first call with idempotency key {key[:80]!r} has not finished; its outcome is"
+            " unknown: check the data before calling again with a new key",
+        )
+    answer = record.answer
+    if answer.get("status") == "confirmation_required":
+        call.confirmation_id = answer["confirmation_id"]
+        held: Confirmation | None = yield Store("get_confirmation", (answer["confirmation_id"],))
+        if held is not None and held.outcome is not None:
+            answer = held.outcome
+    return answers.replayed(answer)

@@ -1,0 +1,80 @@
+"""``Settings``: the knobs of the executor and the turn, with the operator's overrides.
+
+Defaults are given in code; an operator may override any of them while runs are live by writing to
+the ledger's settings table (``ledger.set_setting``). The executor reads the overrides **at call
+time**, so switching ``api_session_write_modules`` off stops the agent's next write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Settings"]
+
+log = logging.getLogger("turnkit.settings")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settings:
+    """Every setting, with its default."""
+
+    api_session_write_modules: frozenset[str] = frozenset()
+    """Modules whose write tools a session (the agent acting for a user) may see; default none."""
+    agent_tool_result_chars: int = 20_000
+    """The most characters of a tool result's JSON that the model receives (larger is truncated)."""
+    confirm_batch_over: int = 50
+    """An admin write whose longest list is longer than this waits for a confirmation."""
+    confirmation_ttl: float = 3600.0
+    """Seconds a confirmation stays decidable."""
+    rate_limit_units: int = 600
+    """Cost units a caller may spend per window; 0 turns rate limiting off."""
+    rate_limit_window: float = 60.0
+    """Length of a rate-limit window in seconds."""
+    handler_timeout: float = 30.0
+    """Seconds a handler may run before its call answers ``timeout``."""
+    max_input_chars: int = 1_000_000
+    """The longest input, as compact JSON, that a tool accepts."""
+    max_rounds: int = 10
+    """Model rounds in one turn before it ends with a clear final message."""
+
+    def __post_init__(self) -> None:
+        modules = self.api_session_write_modules
+        if isinstance(modules, str) or not isinstance(modules, Iterable):
+            raise TypeError("api_session_write_modules must be a collection of module keys")
+        object.__setattr__(self, "api_session_write_modules", frozenset(modules))
+        for name in ("agent_tool_result_chars", "confirm_batch_over", "max_input_chars"):
+            _require(name, getattr(self, name), minimum=1)
+        for name in ("rate_limit_units",):
+            _require(name, getattr(self, name), minimum=0)
+        _require("max_rounds", self.max_rounds, minimum=1)
+        for name in ("confirmation_ttl", "rate_limit_window", "handler_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"setting {name!r} must be a number of seconds > 0, got {value!r}")
+
+    def merged(self, overrides: Mapping[str, Any]) -> Settings:
+        """These settings with the operator's ``overrides`` applied.
+
+        An unknown key or a value that breaks its setting's rule is logged and skipped: a typo in
+        the settings table must not stop every call.
+        """
+        known = {f.name for f in dataclasses.fields(self)}
+        merged = self
+        for key, value in overrides.items():
+            if key not in known:
+                log.warning("unknown setting %r in the ledger is ignored", key)
+                continue
+            try:
+                merged = dataclasses.replace(merged, **{key: value})
+            except (TypeError, ValueError) as exc:
+                log.warning("setting %r = %r in the ledger is ignored: %s", key, value, exc)
+        return merged
+
+
+def _require(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"setting {name!r} must be a whole number >= {minimum}, got {value!r}")

@@ -1,0 +1,168 @@
+"""Pure pieces of the execute pipeline: control fields, input checks, list lengths, cost, holds.
+
+Nothing here touches the ledger or runs a handler; ``pipeline.py`` strings these together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from turnkit.registry import answers
+from turnkit.registry.answers import Answer
+from turnkit.registry.caller import Caller
+from turnkit.registry.context import CallContext
+from turnkit.registry.control import CONTROL_FIELDS, CONTROL_TYPES
+from turnkit.registry.settings import Settings
+from turnkit.registry.tool import Tool
+
+log = logging.getLogger("turnkit.executor")
+
+KEY_LIMIT = 255
+"""The longest idempotency key accepted."""
+
+
+def control_error(control: object) -> Answer | None:
+    """Step 2: an ``invalid_input`` answer when the control fields are malformed, else None."""
+    if control is None:
+        return None
+    if not isinstance(control, Mapping):
+        return answers.error(
+            "invalid_input", f"control must be an object of control fields, got {_kind(control)}"
+        )
+    problems = []
+    for field, value in control.items():
+        expected = CONTROL_TYPES.get(field) if isinstance(field, str) else None
+        if expected is None:
+            known = ", ".join(sorted(CONTROL_FIELDS))
+            problems.append(f"{str(field)[:40]!r} is not a control field; known: {known}")
+        elif type(value) is not expected:
+            problems.append(f"{field!r} must be a {expected.__name__}, got {_kind(value)}")
+        elif field == "idempotency_key" and not 0 < len(value) <= KEY_LIMIT:
+            problems.append(f"'idempotency_key' must be 1 to {KEY_LIMIT} characters")
+    if problems:
+        return answers.error(
+            "invalid_input", "invalid control fields: " + "; ".join(problems), problems=problems
+        )
+    return None
+
+
+def canonical_json(value: object) -> str:
+    """Compact JSON with sorted keys: the form inputs are hashed and sized in."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Answer | None, str]:
+    """Step 3: an ``invalid_input`` answer (or None) and the input's canonical JSON."""
+    if not isinstance(value, dict):
+        return answers.error(
+            "invalid_input", f"the input must be a JSON object, got {_kind(value)}"
+        ), ""
+    try:
+        text = canonical_json(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        reason = "nests too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        return answers.error("invalid_input", f"the input is not plain JSON data: {reason}"), ""
+    if len(text) > settings.max_input_chars:
+        return answers.error(
+            "invalid_input",
+            f"the input is {len(text)} characters of JSON; at most {settings.max_input_chars}"
+            " are accepted: send less data per call",
+            limit=settings.max_input_chars,
+        ), text
+    violations = tool.input_validator.errors(value)
+    if violations:
+        listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in violations[:20])
+        return answers.error(
+            "invalid_input",
+            f"the arguments do not match the input schema of {tool.name!r}; fix these and call"
+            f" again: {listed}",
+            violations=[{"path": v.path, "message": v.message} for v in violations],
+        ), text
+    return None, text
+
+
+def input_hash(text: str) -> str:
+    """The hash an input is remembered by (idempotency, confirmations)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def longest_list(value: object) -> int:
+    """The length of the longest list anywhere in ``value`` (0 when there is none)."""
+    longest, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            longest = max(longest, len(item))
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return longest
+
+
+def too_many_items(tool: Tool, value: dict[str, Any]) -> Answer | None:
+    """Step 4: a ``too_many_items`` answer when a list is longer than ``max_items``."""
+    if tool.max_items is None:
+        return None
+    longest = longest_list(value)
+    if longest <= tool.max_items:
+        return None
+    return answers.error(
+        "too_many_items",
+        f"{tool.name!r} accepts at most {tool.max_items} items per call, got {longest};"
+        " split the list into several calls",
+        max_items=tool.max_items,
+        got=longest,
+    )
+
+
+def cost_of(tool: Tool, value: dict[str, Any]) -> int:
+    """Rate-limit units of a call: the tool's fixed cost, its function's answer, or the rule."""
+    if isinstance(tool.cost, int):
+        return tool.cost
+    if callable(tool.cost):
+        try:
+            units = tool.cost(value)
+            if isinstance(units, int) and not isinstance(units, bool) and units > 0:
+                return units
+            log.warning("cost function of %r answered %r; using the default rule", tool.name, units)
+        except Exception:  # a broken cost function falls back to the default rule
+            log.exception("cost function of %r failed; using the default rule", tool.name)
+    if tool.audience == "admin" and tool.is_write:
+        return max(1, math.ceil(longest_list(value) / 50))
+    return 1
+
+
+def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext) -> bool:
+    """Step 7's rule: a session's write, a danger that holds, or a batch over the setting.
+
+    A danger check that raises holds the call: when in doubt, ask a person.
+    """
+    if tool.is_write and caller.kind == "session":
+        return True
+    if tool.danger == "always":
+        return True
+    if callable(tool.danger):
+        try:
+            if tool.danger(value, ctx):
+                return True
+        except Exception:  # fail safe: a broken check asks a person
+            log.exception("danger check of %r failed; holding the call", tool.name)
+            return True
+    return (
+        tool.audience == "admin"
+        and tool.is_write
+        and longest_list(value) > ctx.settings.confirm_batch_over
+    )
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )

@@ -1,0 +1,34 @@
+"""Functions run in other processes (spawned, so each opens its own ledger connections)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from _shop import Shop
+from turnkit import Caller, Executor, Registry, StaticPermissions, open_ledger
+
+
+def _executor(ledger_url: str, log: str) -> Executor:
+    rights = StaticPermissions({"alice": {"shop.view", "shop.manage"}})
+    return Executor(Registry([Shop(Path(log))]), ledger=open_ledger(ledger_url), permissions=rights)
+
+
+def approve(ledger_url: str, log: str, confirmation_id: str, barrier: Any, results: Any) -> None:
+    """Wait for the sibling process, then approve the same confirmation at the same moment."""
+    executor = _executor(ledger_url, log)
+    try:
+        barrier.wait(timeout=60)
+        results.put(executor.confirm(confirmation_id, Caller.session("alice"), "approve"))
+    finally:
+        executor.close()
+
+
+def execute_with_key(ledger_url: str, log: str, key: str, input: dict, results: Any) -> None:
+    """A brand-new executor (a restarted process) repeating an idempotent call."""
+    executor = _executor(ledger_url, log)
+    try:
+        caller = Caller.key("key-1", user_id="alice", scopes={"shop.products:write"})
+        results.put(executor.execute(caller, "shop.set_prices", input, {"idempotency_key": key}))
+    finally:
+        executor.close()

@@ -1,0 +1,109 @@
+"""Shared fixtures: ledgers on every backend, a small shop module, callers and an executor.
+
+The ``ledger_url`` fixture runs a test once on a SQLite file and once on PostgreSQL. PostgreSQL
+comes from ``TURNKIT_TEST_POSTGRES_URL`` (``.ci/run`` starts a server and sets it); without it the
+PostgreSQL half is skipped locally and **fails** in CI (``CI`` set), where it is mandatory.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from _shop import Shop
+from turnkit import Caller, Registry, StaticPermissions
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger import Ledger, open_ledger
+from turnkit.registry.settings import Settings
+
+POSTGRES_ENV = "TURNKIT_TEST_POSTGRES_URL"
+
+
+def _postgres_url() -> str:
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        if os.environ.get("CI"):
+            pytest.fail(f"{POSTGRES_ENV} is not set: CI must run the PostgreSQL tests")
+        pytest.skip(f"PostgreSQL tests need {POSTGRES_ENV} (bash .ci/run sets it)")
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_url(request, tmp_path) -> str:
+    """A URL of an empty ledger database: a SQLite file, then a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    return _postgres_url()
+
+
+@pytest.fixture
+def ledger(ledger_url) -> Iterator[Ledger]:
+    opened = open_ledger(ledger_url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def rights() -> StaticPermissions:
+    """Alice may view and manage the shop; Bob may only view; Root may decide for anyone."""
+    return StaticPermissions(
+        {
+            "alice": {"shop.view", "shop.manage"},
+            "bob": {"shop.view"},
+            "root": {"shop.view", "system.confirm_any"},
+        }
+    )
+
+
+@pytest.fixture
+def shop(tmp_path) -> Shop:
+    return Shop(tmp_path / "writes.log")
+
+
+@pytest.fixture
+def clock():
+    """A clock the test moves by hand."""
+
+    class Clock:
+        now = 1_800_000_000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    return Clock()
+
+
+@pytest.fixture
+def executor(ledger, shop, rights, clock) -> Iterator[Executor]:
+    ex = Executor(
+        Registry([shop]),
+        ledger=ledger,
+        permissions=rights,
+        settings=Settings(handler_timeout=2.0),
+        clock=clock,
+    )
+    yield ex
+    ex.close()
+
+
+@pytest.fixture
+def alice() -> Caller:
+    """A signed-in user: the agent acts for her."""
+    return Caller.session("alice")
+
+
+@pytest.fixture
+def key() -> Caller:
+    """Alice's API key with every shop scope."""
+    return Caller.key(
+        "key-1", user_id="alice", scopes={"shop.products:read", "shop.products:write"}
+    )

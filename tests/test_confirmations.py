@@ -1,0 +1,179 @@
+"""Held writes: approve, reject, edit, who may decide, expiry, revoked rights, two processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+import _workers
+from _shop import prices
+from turnkit import Caller, Decision
+
+
+@pytest.fixture
+def held(executor, alice):
+    """Alice's agent may act in the shop; her write of TEA-0001 waits for her."""
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    answer = executor.execute(alice, "shop.set_prices", prices("TEA-0001"))
+    assert answer["status"] == "confirmation_required"
+    return answer["confirmation_id"]
+
+
+def test_approve_runs_the_held_write_once_and_answers_its_result(executor, alice, shop, held):
+    assert shop.writes() == []
+    answer = executor.confirm(held, alice, "approve")
+    assert answer == {"executed": True, "status": "ok", "result": {"updated": 1}}
+    assert len(shop.writes()) == 1
+    assert shop.writes()[0]["caller"] == "session:alice"
+
+
+def test_deciding_again_returns_the_stored_outcome_and_runs_nothing(executor, alice, shop, held):
+    first = executor.confirm(held, alice, Decision.approve())
+    assert executor.confirm(held, alice, "approve") == first
+    assert executor.confirm(held, alice, "reject") == first
+    assert len(shop.writes()) == 1
+
+
+def test_reject_runs_nothing_and_keeps_the_message(executor, alice, shop, held):
+    answer = executor.confirm(held, alice, Decision.reject("not today"))
+    assert answer == {"executed": False, "status": "rejected", "message": "not today"}
+    assert shop.writes() == []
+    assert executor.confirm(held, alice, "approve") == answer
+    assert executor.ledger.get_confirmation(held).status == "rejected"
+
+
+def test_edit_runs_the_new_input_for_the_same_tool(executor, alice, shop, held):
+    answer = executor.confirm(held, alice, Decision.edit(prices("TEA-0002", "TEA-0003")))
+    assert answer["result"] == {"updated": 2}
+    assert shop.writes()[0]["input"] == prices("TEA-0002", "TEA-0003")
+    stored = executor.ledger.get_confirmation(held)
+    assert stored.decision == {"action": "edit", "input": prices("TEA-0002", "TEA-0003")}
+
+
+def test_an_invalid_edit_is_refused_and_the_confirmation_stays_pending(executor, alice, shop, held):
+    answer = executor.confirm(held, alice, {"action": "edit", "input": {"prices": [{"sku": "x"}]}})
+    assert answer["error"]["code"] == "invalid_input"
+    assert answer["error"]["message"].startswith("the edit was not applied: ")
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    assert executor.confirm(held, alice, "approve")["status"] == "ok"
+    assert shop.writes()[0]["input"] == prices("TEA-0001")
+
+
+def test_an_edit_can_never_switch_tools(executor, alice, shop, held):
+    decision = {"action": "edit", "input": {"sku": "TEA-0001"}, "tool": "shop.delete_product"}
+    answer = executor.confirm(held, alice, decision)
+    assert answer["error"]["code"] == "invalid_input"
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    assert shop.writes() == []
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        "yes",
+        42,
+        {"action": "maybe"},
+        {"action": "edit"},
+        {"action": "approve", "input": {}},
+        {"action": "approve", "message": "x"},
+        {"action": "reject", "message": 5},
+    ],
+)
+def test_a_malformed_decision_is_refused_and_nothing_is_applied(executor, alice, held, decision):
+    answer = executor.confirm(held, alice, decision)
+    assert answer["error"]["code"] == "invalid_input"
+    assert answer["error"]["message"].startswith("invalid decision: ")
+    assert executor.ledger.get_confirmation(held).status == "pending"
+
+
+def test_an_unknown_confirmation_is_not_found(executor, alice):
+    assert executor.confirm("no-such-id", alice, "approve")["error"]["code"] == "not_found"
+    assert executor.confirm(None, alice, "approve")["error"]["code"] == "not_found"
+
+
+def test_only_the_held_caller_may_decide(executor, shop, held):
+    answer = executor.confirm(held, Caller.session("bob"), "approve")
+    assert answer["error"]["code"] == "forbidden"
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
+
+
+def test_a_holder_of_confirm_any_may_decide_for_another(executor, shop, held):
+    answer = executor.confirm(held, Caller.session("root"), "approve")
+    assert answer["status"] == "ok"
+    assert shop.writes()[0]["caller"] == "session:alice"  # it runs as the held caller
+
+
+def test_a_permission_revoked_while_waiting_blocks_the_write(executor, alice, rights, shop, held):
+    rights.revoke("alice", "shop.manage")
+    answer = executor.confirm(held, alice, "approve")
+    assert answer["error"]["code"] == "forbidden"
+    assert shop.writes() == []
+    assert executor.confirm(held, alice, "approve") == answer
+
+
+def test_switching_the_agent_off_while_waiting_blocks_the_write(executor, alice, shop, held):
+    executor.ledger.set_setting("api_session_write_modules", [])
+    assert executor.confirm(held, alice, "approve")["error"]["code"] == "forbidden"
+    assert shop.writes() == []
+
+
+def test_an_expired_confirmation_runs_nothing(executor, alice, shop, clock, held):
+    clock.now += 3601
+    answer = executor.confirm(held, alice, "approve")
+    assert answer["error"]["code"] == "confirmation_expired"
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "expired"
+    assert executor.pending() == []
+
+
+def test_the_ttl_setting_is_read_at_hold_time(executor, alice, clock):
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    executor.ledger.set_setting("confirmation_ttl", 60)
+    answer = executor.execute(alice, "shop.set_prices", prices())
+    clock.now += 61
+    assert executor.confirm(answer["confirmation_id"], alice, "approve")["error"]["code"] == (
+        "confirmation_expired"
+    )
+
+
+def test_a_confirm_token_cannot_be_forged(executor, key, shop):
+    held = executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"})
+    cid = held["confirmation_id"]
+    again = executor.execute(
+        key, "shop.delete_product", {"sku": "TEA-0001"}, {"confirm_token": cid}
+    )
+    assert again["status"] == "confirmation_required"
+    assert again["confirmation_id"] != cid
+    assert shop.writes() == []
+
+
+async def test_async_confirm(executor, alice, shop, held):
+    answer = await executor.aconfirm(held, alice, "approve")
+    assert answer["status"] == "ok"
+    assert len(shop.writes()) == 1
+
+
+def test_two_processes_approving_at_once_run_the_write_exactly_once(
+    executor, alice, shop, ledger_url, held
+):
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    workers = [
+        ctx.Process(
+            target=_workers.approve, args=(ledger_url, str(shop.log), held, barrier, results)
+        )
+        for _ in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    assert len(shop.writes()) == 1
+    assert (
+        outcomes[0] == outcomes[1] == {"executed": True, "status": "ok", "result": {"updated": 1}}
+    )
+    assert executor.ledger.get_confirmation(held).status == "done"

@@ -1,0 +1,128 @@
+"""Idempotency keys: replay without running or charging, conflicts, held replays, restarts."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import _workers
+from _shop import prices
+from turnkit import Caller, Executor, Registry
+
+
+def test_same_key_and_input_replays_without_running_again(executor, key, shop):
+    first = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "k1"})
+    again = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "k1"})
+    assert first == {"executed": True, "status": "ok", "result": {"updated": 1}}
+    assert again == {**first, "replayed": True}
+    assert len(shop.writes()) == 1
+
+
+def test_same_key_with_a_different_input_conflicts(executor, key, shop):
+    executor.execute(key, "shop.set_prices", prices("TEA-0001"), {"idempotency_key": "k1"})
+    answer = executor.execute(key, "shop.set_prices", prices("TEA-0002"), {"idempotency_key": "k1"})
+    assert answer["error"]["code"] == "idempotency_conflict"
+    assert len(shop.writes()) == 1
+
+
+def test_keys_are_per_caller_and_per_tool(executor, key, shop):
+    other = Caller.key("key-2", user_id="alice", scopes=key.scopes)
+    executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "k1"})
+    executor.execute(other, "shop.set_prices", prices(), {"idempotency_key": "k1"})
+    executor.execute(key, "shop.list_products", {}, {"idempotency_key": "k1"})
+    assert len(shop.writes()) == 2
+
+
+def test_a_held_call_repeated_returns_the_same_hold_not_a_second_confirmation(executor, key):
+    first = executor.execute(
+        key, "shop.delete_product", {"sku": "TEA-0001"}, {"idempotency_key": "d"}
+    )
+    again = executor.execute(
+        key, "shop.delete_product", {"sku": "TEA-0001"}, {"idempotency_key": "d"}
+    )
+    assert first["status"] == "confirmation_required"
+    assert again == {**first, "replayed": True}
+    assert len(executor.pending()) == 1
+
+
+def test_after_the_decision_a_repeat_replays_the_outcome(executor, key, shop):
+    control = {"idempotency_key": "d"}
+    held = executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"}, control)
+    outcome = executor.confirm(held["confirmation_id"], key, "approve")
+    again = executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"}, control)
+    assert outcome["status"] == "ok"
+    assert again == {**outcome, "replayed": True}
+    assert len(shop.writes()) == 1
+
+
+def test_a_dry_run_neither_reserves_nor_burns_the_key(executor, key, shop):
+    control = {"idempotency_key": "k1"}
+    dry = executor.execute(key, "shop.set_prices", prices(), {**control, "dry_run": True})
+    assert dry["dry_run"] is True
+    assert executor.execute(key, "shop.set_prices", prices(), control)["status"] == "ok"
+    assert len(shop.writes()) == 1
+
+
+def test_a_failed_validation_does_not_burn_the_key(executor, key, shop):
+    control = {"idempotency_key": "k1"}
+    assert executor.execute(key, "shop.set_prices", {"prices": []}, control)["status"] == "error"
+    assert executor.execute(key, "shop.set_prices", prices(), control)["status"] == "ok"
+
+
+def test_concurrent_calls_with_one_key_run_the_handler_once(ledger, rights, shop):
+    gate = threading.Event()
+    original = shop.set_prices
+
+    def slow_set_prices(input, ctx):
+        gate.wait(timeout=30)
+        return original(input, ctx)
+
+    shop.set_prices = slow_set_prices
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights)
+    caller = Caller.key("key-1", user_id="alice", scopes={"shop.products:write"})
+    answers = []
+
+    def call():
+        answers.append(
+            executor.execute(caller, "shop.set_prices", prices(), {"idempotency_key": "c"})
+        )
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    gate.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    executor.close()
+    assert len(shop.writes()) == 1
+    assert sorted(a.get("replayed", False) for a in answers) == [False, True, True, True]
+    assert {a["result"]["updated"] for a in answers} == {1}
+
+
+def test_replay_survives_a_restart_in_a_new_process(executor, key, shop, ledger_url):
+    first = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "r1"})
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    worker = ctx.Process(
+        target=_workers.execute_with_key,
+        args=(ledger_url, str(shop.log), "r1", prices(), results),
+    )
+    worker.start()
+    again = results.get(timeout=120)
+    worker.join(timeout=60)
+    assert worker.exitcode == 0
+    assert again == {**first, "replayed": True}
+    assert len(shop.writes()) == 1
+
+
+def test_replay_survives_a_brand_new_executor_on_the_same_database(ledger_url, rights, shop, key):
+    from turnkit import open_ledger
+
+    first = Executor(Registry([shop]), ledger=open_ledger(ledger_url), permissions=rights)
+    answer = first.execute(key, "shop.set_prices", prices(), {"idempotency_key": "r2"})
+    first.close()
+    second = Executor(Registry([shop]), ledger=open_ledger(ledger_url), permissions=rights)
+    again = second.execute(key, "shop.set_prices", prices(), {"idempotency_key": "r2"})
+    second.close()
+    assert again == {**answer, "replayed": True}
+    assert len(shop.writes()) == 1
