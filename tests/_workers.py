@@ -32,3 +32,26 @@ def execute_with_key(ledger_url: str, log: str, key: str, input: dict, results: 
         results.put(executor.execute(caller, "shop.set_prices", input, {"idempotency_key": key}))
     finally:
         executor.close()
+
+
+class _CrashingShop(Shop):
+    """A shop whose writes kill the process half-way, as a power cut would."""
+
+    def set_prices(self, input: dict, ctx: Any) -> dict:
+        import os
+
+        os._exit(3)
+
+
+def crash_during_write(ledger_url: str, log: str, key: str | None, decide: str | None) -> None:
+    """Start a write (with ``key``, or by approving confirmation ``decide``) and die inside it."""
+    rights = StaticPermissions({"alice": {"shop.view", "shop.manage"}})
+    executor = Executor(
+        Registry([_CrashingShop(Path(log))]), ledger=open_ledger(ledger_url), permissions=rights
+    )
+    if decide is not None:
+        executor.confirm(decide, Caller.session("alice"), "approve")
+    else:
+        caller = Caller.key("key-1", user_id="alice", scopes={"shop.products:write"})
+        executor.execute(caller, "shop.set_prices", {"prices": [{"sku": "TEA-0001", "price": 5.0}]},
+                         {"idempotency_key": key})  # fmt: skip

@@ -30,7 +30,7 @@ log = logging.getLogger("turnkit.executor")
 
 POLL_SECONDS = 0.02
 """How often a call waiting for another process's outcome looks again."""
-WAIT_GRACE = 5.0
+WAIT_GRACE = 1.0
 """Seconds beyond the handler timeout that a waiting call waits before answering in_progress."""
 
 

@@ -1,0 +1,96 @@
+"""The ledger on both backends: settings read at call time, URLs, listings, dead processes."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+
+import pytest
+
+import _workers
+from _shop import prices
+from turnkit import Settings, SqliteLedger, open_ledger
+
+
+def test_settings_are_read_at_call_time(executor, ledger):
+    assert executor.settings_now().confirm_batch_over == 50
+    ledger.set_setting("confirm_batch_over", 3)
+    assert executor.settings_now().confirm_batch_over == 3
+    ledger.clear_setting("confirm_batch_over")
+    assert executor.settings_now().confirm_batch_over == 50
+
+
+def test_a_bad_setting_in_the_ledger_is_ignored_with_a_warning(executor, ledger, key, caplog):
+    ledger.set_setting("confirm_batch_over", "lots")
+    ledger.set_setting("no_such_setting", 1)
+    with caplog.at_level(logging.WARNING, logger="turnkit.settings"):
+        assert executor.settings_now().confirm_batch_over == 50
+        assert executor.execute(key, "shop.list_products", {})["status"] == "ok"
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "'confirm_batch_over'" in messages
+    assert "'no_such_setting'" in messages
+
+
+async def test_async_settings(executor, ledger):
+    await ledger.aset_setting("rate_limit_units", 7)
+    assert (await executor.asettings_now()).rate_limit_units == 7
+    assert await ledger.asettings() == {"rate_limit_units": 7}
+
+
+def test_settings_defaults_refuse_nonsense():
+    with pytest.raises(ValueError, match="'confirm_batch_over' must be a whole number >= 1"):
+        Settings(confirm_batch_over=0)
+    with pytest.raises(ValueError, match="'handler_timeout' must be a number of seconds > 0"):
+        Settings(handler_timeout=-1)
+    with pytest.raises(TypeError, match="collection of module keys"):
+        Settings(api_session_write_modules="shop")
+
+
+def test_open_ledger_takes_paths_and_urls(tmp_path):
+    assert isinstance(open_ledger(tmp_path / "a.sqlite"), SqliteLedger)
+    assert open_ledger(f"sqlite:///{tmp_path}/b.sqlite").path == f"{tmp_path}/b.sqlite"
+    with pytest.raises(ValueError, match="unsupported ledger URL 'mysql://x'"):
+        open_ledger("mysql://x")
+
+
+def test_pending_lists_only_live_confirmations_of_a_caller(executor, key, alice, clock):
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"})
+    clock.now += 10
+    executor.execute(alice, "shop.set_prices", prices())
+    assert [c.tool for c in executor.pending()] == ["shop.delete_product", "shop.set_prices"]
+    assert [c.caller.identity for c in executor.pending(alice)] == ["session:alice"]
+    clock.now += 3595
+    assert [c.tool for c in executor.pending()] == ["shop.set_prices"]
+
+
+def _crash(ledger_url, log, key=None, decide=None):
+    ctx = multiprocessing.get_context("spawn")
+    worker = ctx.Process(target=_workers.crash_during_write, args=(ledger_url, log, key, decide))
+    worker.start()
+    worker.join(timeout=120)
+    assert worker.exitcode == 3
+
+
+def test_a_process_that_died_inside_a_keyed_write_is_never_run_again(
+    executor, key, shop, ledger_url
+):
+    executor.ledger.set_setting("handler_timeout", 0.1)
+    _crash(ledger_url, str(shop.log), key="k-dead")
+    answer = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "k-dead"})
+    assert answer["error"]["code"] == "in_progress"
+    assert "outcome is unknown" in answer["error"]["message"]
+    assert shop.writes() == []
+
+
+def test_a_process_that_died_inside_an_approved_write_is_never_run_again(
+    executor, alice, shop, ledger_url
+):
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    executor.ledger.set_setting("handler_timeout", 0.1)
+    held = executor.execute(alice, "shop.set_prices", prices())["confirmation_id"]
+    _crash(ledger_url, str(shop.log), decide=held)
+    answer = executor.confirm(held, alice, "approve")
+    assert answer["error"]["code"] == "in_progress"
+    assert executor.ledger.get_confirmation(held).status == "running"
+    assert shop.writes() == []
