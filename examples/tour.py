@@ -1,13 +1,25 @@
-"""A two-minute tour of turnkit's registry: declare tools, collect them, see what a model gets.
+"""A two-minute tour of turnkit: declare tools, see what a caller may use, run and confirm a write.
 
-Run it with ``python examples/registry_tour.py``. No model, network or key is needed.
+Run it with ``python examples/tour.py``. No model, network or key is needed.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
-from turnkit import Caller, Registry, StaticPermissions, Tool, model_name, validate
+from turnkit import (
+    Caller,
+    Decision,
+    Executor,
+    Registry,
+    StaticPermissions,
+    Tool,
+    model_name,
+    open_ledger,
+    validate,
+)
 
 PRODUCTS = [{"sku": "TEA-0001", "name": "Green tea", "price": 4.5}]
 
@@ -90,7 +102,7 @@ def main() -> None:
     for warning in registry.warnings:
         print("  " + str(warning).replace("\n", "\n  "))
 
-    rights = StaticPermissions({"u_1": {"catalogue.view"}})
+    rights = StaticPermissions({"u_1": {"catalogue.view", "catalogue.manage"}})
     caller = Caller.key("k_1", user_id="u_1", scopes={"catalogue.products:read"})
     print(f"\nPermissions of {caller.identity} asked now: {sorted(rights(caller))}")
 
@@ -103,6 +115,23 @@ def main() -> None:
         Tool(name="Catalogue.Delete", handler="no.such.module:f", cost=5000)
     except ValueError as exc:
         print(f"\nBuilding a bad tool reports every problem at once:\n{exc}")
+
+    ledger = open_ledger(Path(tempfile.mkdtemp()) / "ledger.sqlite")
+    executor = Executor(registry, ledger=ledger, permissions=rights)
+    ledger.set_setting("api_session_write_modules", ["catalogue"])  # the "agent may act" switch
+    session = Caller.session("u_1")
+    print(f"\n{session.identity} sees: {[t.name for t in executor.visible_for(session)]}")
+    print("read :", executor.execute(session, "catalogue.list_products", {"limit": 1}))
+    change = {"prices": [{"sku": "TEA-0001", "price": 5.0}]}
+    held = executor.execute(session, "catalogue.set_prices", change, {"idempotency_key": "t-1"})
+    print("write:", held)
+    print(
+        "again:",
+        executor.execute(session, "catalogue.set_prices", change, {"idempotency_key": "t-1"}),
+    )
+    print("yes  :", executor.confirm(held["confirmation_id"], session, Decision.approve()))
+    print("again:", executor.confirm(held["confirmation_id"], session, "approve"))
+    executor.close()
 
 
 if __name__ == "__main__":
