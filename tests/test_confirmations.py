@@ -177,3 +177,18 @@ def test_two_processes_approving_at_once_run_the_write_exactly_once(
         outcomes[0] == outcomes[1] == {"executed": True, "status": "ok", "result": {"updated": 1}}
     )
     assert executor.ledger.get_confirmation(held).status == "done"
+
+
+def test_an_approval_refused_by_the_rate_limit_stays_pending_and_can_be_approved_later(
+    executor, alice, shop, clock, held
+):
+    executor.ledger.set_setting("rate_limit_units", 1)
+    assert executor.execute(alice, "shop.list_products", {})["status"] == "ok"  # spends the window
+    refused = executor.confirm(held, alice, "approve")
+    assert refused["error"]["code"] == "rate_limited"
+    assert "stays pending" in refused["error"]["message"]
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    assert shop.writes() == []
+    clock.now += 60
+    assert executor.confirm(held, alice, "approve")["status"] == "ok"
+    assert len(shop.writes()) == 1

@@ -99,11 +99,21 @@ def _caller_problems(caller: Caller) -> list[str]:
         problems.append(f"a {kind} caller has no key: drop key_id and scopes")
     if kind == "public" and caller.user_id is not None:
         problems.append("a public caller has no user: drop user_id or use Caller.session(...)")
+    ids = (caller.user_id, caller.key_id, caller.client_id)
+    if not all(_storable(v) for v in ids) or not all(_storable(s) for s in caller.scopes):
+        problems.append("ids and scopes must be strings of valid Unicode without NUL characters")
     return problems
 
 
 def _filled(value: object) -> bool:
     return isinstance(value, str) and value != ""
+
+
+def _storable(value: object) -> bool:
+    """No NUL and no lone surrogate: the id must be storable as text by every database."""
+    if not isinstance(value, str):
+        return value is None
+    return "\x00" not in value and value.encode("utf-8", "ignore").decode("utf-8") == value
 
 
 class StaticPermissions:

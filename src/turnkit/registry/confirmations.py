@@ -184,6 +184,10 @@ def confirm_steps(
         confirmation_id=held.id,
     )
     outcome = yield from execute_steps(setup, run)
+    if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
+        yield Store("reopen_confirmation", (held.id,))
+        outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
+        return outcome
     yield Store("finish_confirmation", (held.id, outcome))
     return outcome
 

@@ -9,12 +9,10 @@ blocking the event loop (ledger calls and sync handlers in worker threads, async
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -139,49 +137,54 @@ async def _aperform(effect: Effect, env: Environment) -> Any:
     return None
 
 
+def _is_async(handler: Callable[..., Any]) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    call = getattr(handler, "__call__", None)  # noqa: B004  (an async __call__ method)
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def _to_completion(handler: Callable[..., Any], input: dict[str, Any], ctx: Any) -> Any:
+    """Call ``handler`` in this (worker) thread and finish whatever it returns, awaitables too."""
+    value = handler(input, ctx)
+    if inspect.isawaitable(value):
+
+        async def finish() -> Any:
+            return await value
+
+        value = asyncio.run(finish())
+    return value
+
+
 def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
-    handler = effect.handler
-    if inspect.iscoroutinefunction(handler):
-        call = functools.partial(asyncio.run, handler(effect.input, effect.ctx))
-    else:
-        call = functools.partial(handler, effect.input, effect.ctx)
-    future = pool.submit(call)
+    future = pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
     try:
         value = future.result(timeout=effect.timeout)
-    except FutureTimeout:
-        return HandlerOutcome("timeout")
     except Exception as exc:  # the handler's failure becomes an answer
+        if not future.done():  # the wait timed out; the handler's own TimeoutError is an error
+            return HandlerOutcome("timeout")
         if _bubbles(exc):
             raise
         return HandlerOutcome("error", exc)
-    return _awaited_elsewhere(value)
+    return HandlerOutcome("ok", value)
 
 
 async def _run_async(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
     handler = effect.handler
+    if _is_async(handler):
+        work: Any = handler(effect.input, effect.ctx)
+    else:
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(pool, _to_completion, handler, effect.input, effect.ctx)
     try:
-        if inspect.iscoroutinefunction(handler):
-            value = await asyncio.wait_for(handler(effect.input, effect.ctx), effect.timeout)
-        else:
-            loop = asyncio.get_running_loop()
-            work = loop.run_in_executor(pool, handler, effect.input, effect.ctx)
-            value = await asyncio.wait_for(work, effect.timeout)
-            if inspect.isawaitable(value):  # a sync callable that returned a coroutine
-                value = await asyncio.wait_for(value, effect.timeout)
-    except TimeoutError:
+        return await asyncio.wait_for(_guarded(work), effect.timeout)
+    except TimeoutError:  # only wait_for's: _guarded turns the handler's own into an error
         return HandlerOutcome("timeout")
+
+
+async def _guarded(work: Any) -> HandlerOutcome:
+    try:
+        return HandlerOutcome("ok", await work)
     except Exception as exc:  # the handler's failure becomes an answer
         if _bubbles(exc):
             raise
         return HandlerOutcome("error", exc)
-    return HandlerOutcome("ok", value)
-
-
-def _awaited_elsewhere(value: Any) -> HandlerOutcome:
-    """A sync callable that returned a coroutine (a partial of an async function, say)."""
-    if inspect.isawaitable(value):
-        try:
-            value = asyncio.run(value)  # type: ignore[arg-type]  # awaitable from the handler
-        except Exception as exc:  # the handler's failure becomes an answer
-            return HandlerOutcome("error", exc)
-    return HandlerOutcome("ok", value)

@@ -126,7 +126,7 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
     failure, text = steps.input_error(tool, call.input, settings)
     if failure is not None:
         return failure
-    value: dict[str, Any] = call.input  # type: ignore[assignment]  # checked by input_error
+    value = steps.normalised(text)
     failure = steps.too_many_items(tool, value)
     if failure is not None:
         return failure
@@ -148,7 +148,7 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
     if approved is not None:
         call.confirmation_id = approved.id
         answer = yield from _hold_charge_run(setup, call, checked, approved)
-        if approved.idempotency_key is not None:
+        if approved.idempotency_key is not None and not answers.is_error(answer, "rate_limited"):
             yield Store(
                 "store_idempotency",
                 (caller.identity, tool.name, approved.idempotency_key, answer),
@@ -224,6 +224,15 @@ def _hold_charge_run(
 
     # 8. rate limit
     cost = steps.cost_of(tool, value)
+    if 0 < settings.rate_limit_units < cost:
+        return answers.error(
+            "rate_limited",
+            f"this call costs {cost} units, more than the whole budget of"
+            f" {settings.rate_limit_units} per window: it can never run; send smaller calls",
+            retry_after=None,
+            cost=cost,
+            limit=settings.rate_limit_units,
+        )
     if settings.rate_limit_units > 0:
         window = settings.rate_limit_window
         index = int(now // window)

@@ -93,6 +93,17 @@ def ensure_schema(schema: object) -> None:
         raise SchemaError(problems)
 
 
+MESSAGE_LIMIT = 300
+"""Violation messages quote the offending value; a huge value is cut to keep answers small."""
+
+
+def _short(message: str) -> str:
+    if len(message) <= MESSAGE_LIMIT:
+        return message
+    half = MESSAGE_LIMIT // 2
+    return f"{message[:half]} … {message[-half:]}"
+
+
 def _pointer(parts: list[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
@@ -123,7 +134,7 @@ class CompiledSchema:
             if self._validator.is_valid(value):
                 return []
             return [
-                Violation(_pointer(error.instance_path), error.message)
+                Violation(_pointer(error.instance_path), _short(error.message))
                 for error in self._validator.iter_errors(value)
             ]
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:

@@ -24,6 +24,8 @@ log = logging.getLogger("turnkit.executor")
 
 KEY_LIMIT = 255
 """The longest idempotency key accepted."""
+VIOLATIONS_SHOWN = 20
+"""The most schema violations one answer lists."""
 
 
 def control_error(control: object) -> Answer | None:
@@ -44,11 +46,24 @@ def control_error(control: object) -> Answer | None:
             problems.append(f"{field!r} must be a {expected.__name__}, got {_kind(value)}")
         elif field == "idempotency_key" and not 0 < len(value) <= KEY_LIMIT:
             problems.append(f"'idempotency_key' must be 1 to {KEY_LIMIT} characters")
+        elif isinstance(value, str) and not plain_text(value):
+            problems.append(f"{field!r} must be printable Unicode text (no NUL, no lone surrogate)")
     if problems:
         return answers.error(
             "invalid_input", "invalid control fields: " + "; ".join(problems), problems=problems
         )
     return None
+
+
+def plain_text(value: str) -> bool:
+    """True when ``value`` is valid Unicode without NUL: storable as text by every database."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def canonical_json(value: object) -> str:
@@ -78,19 +93,26 @@ def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Answer |
         ), text
     violations = tool.input_validator.errors(value)
     if violations:
-        listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in violations[:20])
+        shown = violations[:VIOLATIONS_SHOWN]
+        listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in shown)
+        more = len(violations) - len(shown)
         return answers.error(
             "invalid_input",
             f"the arguments do not match the input schema of {tool.name!r}; fix these and call"
-            f" again: {listed}",
-            violations=[{"path": v.path, "message": v.message} for v in violations],
+            f" again: {listed}" + (f" (and {more} more)" if more else ""),
+            violations=[{"path": v.path[:300], "message": v.message} for v in shown],
         ), text
     return None, text
 
 
+def normalised(text: str) -> dict[str, Any]:
+    """The input as plain JSON data (tuples become lists): exactly what was hashed and checked."""
+    return json.loads(text)
+
+
 def input_hash(text: str) -> str:
     """The hash an input is remembered by (idempotency, confirmations)."""
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def longest_list(value: object) -> int:

@@ -41,7 +41,16 @@ def _async_twin(method: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """JSON text safe for any database: ASCII, so lone surrogates and NUL travel escaped."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _text(value: str | None, limit: int = 2000) -> str | None:
+    """A free-text column value that every backend stores: valid UTF-8, no NUL, bounded."""
+    if value is None:
+        return None
+    clean = value[:limit].encode("utf-8", "backslashreplace").decode("utf-8")
+    return clean.replace("\x00", "\\x00")
 
 
 def _load(text: str | None) -> Any:
@@ -196,6 +205,14 @@ class Ledger(ABC):
             (_dump(outcome), confirmation_id),
         )
 
+    def reopen_confirmation(self, confirmation_id: str) -> None:
+        """Put a running confirmation whose write did not start (rate-limited) back to pending."""
+        self._run(
+            "UPDATE turnkit_confirmations SET status = 'pending', token = NULL, decided_at = NULL,"
+            " decided_by = NULL, decision = NULL WHERE id = ? AND status = 'running'",
+            (confirmation_id,),
+        )
+
     # --- idempotency ------------------------------------------------------------------------
 
     def reserve_idempotency(
@@ -288,7 +305,8 @@ class Ledger(ABC):
             " confirmation_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",  # sorts in insertion order
-                at, caller, str(tool)[:200], status, code, duration_ms, confirmation_id, detail,
+                at, _text(caller), _text(tool, 200), status, code, duration_ms, confirmation_id,
+                _text(detail),
             ),
         )  # fmt: skip
 
