@@ -1,0 +1,111 @@
+"""``build_turn_graph``: the six nodes wired into a compiled LangGraph ``StateGraph``.
+
+Each I/O node is given as a sync and an async twin, so ``invoke``/``stream`` and
+``ainvoke``/``astream`` both work and async runs never block their event loop; pure nodes run
+inline in both.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from turnkit.graph import routing
+from turnkit.graph.context import TurnContext
+from turnkit.graph.state import TurnState
+from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
+from turnkit.nodes.bound import Bound
+from turnkit.nodes.call_model import acall_model, call_model
+from turnkit.nodes.execute import aexecute, execute
+from turnkit.nodes.fit_results import fit_results
+from turnkit.nodes.list_tools import alist_tools, list_tools
+from turnkit.nodes.validate_args import validate_args
+from turnkit.registry.caller import Caller
+from turnkit.registry.executor import Executor
+from turnkit.registry.settings import Settings
+
+__all__ = ["build_turn_graph", "builder"]
+
+
+def _twin(name: str, sync: Callable[..., Any], async_: Callable[..., Any], bound: Bound) -> Any:
+    return RunnableCallable(
+        functools.partial(sync, bound=bound),
+        functools.partial(async_, bound=bound),
+        name=name,
+        trace=False,
+    )
+
+
+def _pure(name: str, node: Callable[..., Any], **bind: Any) -> Any:
+    sync = functools.partial(node, **bind) if bind else node
+
+    async def inline(state: TurnState) -> Any:  # pure and quick: no thread hop needed
+        return sync(state)
+
+    return RunnableCallable(sync, inline, name=name, trace=False)
+
+
+def builder(
+    executor: Executor,
+    model: Any,
+    *,
+    settings: Settings | None = None,
+    default_caller: Caller | None = None,
+) -> StateGraph:
+    """The uncompiled turn graph (for ``langgraph dev``, which brings its own persistence)."""
+    bound = Bound(executor=executor, model=model, default_caller=default_caller, settings=settings)
+    graph = StateGraph(TurnState, context_schema=TurnContext)
+    graph.add_node("list_tools", _twin("list_tools", list_tools, alist_tools, bound))
+    graph.add_node("call_model", _twin("call_model", call_model, acall_model, bound))
+    graph.add_node("validate_args", _pure("validate_args", validate_args, bound=bound))
+    graph.add_node("execute", _twin("execute", execute, aexecute, bound))
+    graph.add_node("fit_results", _pure("fit_results", fit_results))
+    graph.add_node(
+        "await_confirmation",
+        _twin("await_confirmation", await_confirmation, aawait_confirmation, bound),
+    )
+    graph.add_edge(START, "list_tools")
+    graph.add_edge("list_tools", "call_model")
+    graph.add_conditional_edges("call_model", routing.after_model)
+    graph.add_conditional_edges("validate_args", routing.after_validation)
+    graph.add_edge("execute", "fit_results")
+    graph.add_conditional_edges("fit_results", routing.after_results)
+    graph.add_conditional_edges("await_confirmation", routing.after_confirmation)
+    return graph
+
+
+def build_turn_graph(
+    executor: Executor,
+    model: Any,
+    *,
+    settings: Settings | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    store: BaseStore | None = None,
+    default_caller: Caller | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """A compiled turn graph: list tools, call the model, validate, execute, fit, confirm.
+
+    Args:
+        executor: runs the tools (rights, validation, holds, ledger).
+        model: a LangChain chat model that supports ``bind_tools``.
+        settings: the turn's defaults (``max_rounds``, ``agent_tool_result_chars``, ...); the
+            ledger's overrides win at call time. Default: the executor's.
+        checkpointer: persistence for resumable runs (see ``turnkit.storage``).
+        store: a LangGraph store, passed through.
+        default_caller: the caller of runs that pass no ``context=TurnContext(...)``.
+
+    Example:
+        >>> graph = build_turn_graph(executor, model, checkpointer=saver)  # doctest: +SKIP
+        >>> graph.invoke({"messages": [("user", "list products")]},
+        ...              {"configurable": {"thread_id": "t1"}},
+        ...              context=TurnContext(caller=Caller.session("u_1")))  # doctest: +SKIP
+    """
+    graph = builder(executor, model, settings=settings, default_caller=default_caller)
+    return graph.compile(checkpointer=checkpointer, store=store, name="turnkit")

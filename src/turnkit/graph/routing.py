@@ -1,0 +1,50 @@
+"""Where the turn goes after each node (DESIGN §6).
+
+``call_model`` -> ``validate_args`` when the model called tools (valid or not), else the end.
+``validate_args`` -> ``execute`` when some calls are valid, else back to the model with the errors.
+``fit_results`` -> ``await_confirmation`` when this round held a write, else the model.
+``await_confirmation`` -> itself while a call of this round has no decision, else the model.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END
+
+from turnkit.graph.state import TurnState
+from turnkit.nodes.messages import last_ai
+
+__all__ = ["after_confirmation", "after_model", "after_results", "after_validation"]
+
+
+def after_model(state: TurnState) -> Literal["validate_args", "__end__"]:
+    ai = last_ai(state["messages"])
+    if ai is not None and (ai.tool_calls or ai.invalid_tool_calls):
+        return "validate_args"
+    return END
+
+
+def after_validation(state: TurnState) -> Literal["execute", "call_model"]:
+    return "execute" if state.get("calls") else "call_model"
+
+
+def after_results(state: TurnState) -> Literal["await_confirmation", "call_model"]:
+    return "await_confirmation" if _held_this_round(state) else "call_model"
+
+
+def after_confirmation(state: TurnState) -> Literal["await_confirmation", "call_model"]:
+    return "await_confirmation" if _held_this_round(state) else "call_model"
+
+
+def _held_this_round(state: TurnState) -> bool:
+    """True when a held call answers a tool call of the latest AI message that made calls."""
+    held = state.get("held") or []
+    if not held:
+        return False
+    for message in reversed(state["messages"]):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = {call.get("id") for call in message.tool_calls}
+            return any(call["tool_call_id"] in ids for call in held)
+    return False

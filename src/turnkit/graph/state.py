@@ -1,0 +1,61 @@
+"""``TurnState``: the checkpointed state of a turn, plain serializable data only.
+
+Live objects (the executor, the model) are bound when the graph is built; the caller travels in
+the runtime context. What is kept here is exactly what a resumed run needs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+__all__ = ["HeldCall", "PendingCall", "TurnState"]
+
+
+class PendingCall(TypedDict):
+    """A valid tool call of this round, waiting for ``execute``."""
+
+    id: str
+    """The model's tool call id."""
+    message_id: str
+    """The id of the AI message that made the call (part of the idempotency key)."""
+    tool: str
+    """The registry name."""
+    args: dict[str, Any]
+    """The arguments, without control fields."""
+
+
+class HeldCall(TypedDict):
+    """A write of this or an earlier round that waits for a person's decision."""
+
+    confirmation_id: str
+    """The confirmation in the ledger."""
+    tool_call_id: str
+    """The tool call it answers."""
+    message_id: str
+    """The id of the tool message that says it is held (replaced by the outcome later)."""
+    tool: str
+    """The registry name."""
+    problem: NotRequired[str]
+    """Why the last decision was not applied (shown in the next interrupt)."""
+
+
+class TurnState(TypedDict, total=False):
+    """The state of a turn graph."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation; tool messages hold exactly what the model received."""
+    tools: list[dict[str, Any]]
+    """This turn's OpenAI tool definitions, listed for the caller at the turn's start."""
+    tool_names: dict[str, str]
+    """Model name -> registry name; only these names are ever executed."""
+    round: int
+    """Model calls made in this turn."""
+    calls: list[PendingCall]
+    """This round's valid calls, for ``execute``."""
+    answers: dict[str, dict[str, Any]]
+    """Tool call id -> the executor's answer (already fitted), for ``fit_results``."""
+    held: list[HeldCall]
+    """Writes waiting for a decision."""

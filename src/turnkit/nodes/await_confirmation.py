@@ -1,0 +1,125 @@
+"""``await_confirmation``: one interrupt for every held call; apply the person's decisions.
+
+Decisions already taken elsewhere (the CLI, another process) are honoured without asking. The rest
+are listed in one ``interrupt()`` (see ``decisions.py`` for the payload and the resume value). Each
+decision goes to ``Executor.confirm`` as the turn's caller; its outcome replaces the held tool
+message (same message id). A call without a decision stays held and is asked again; a decision the
+executor refused (an invalid edit, a rate limit) is asked again with the reason.
+
+Everything before ``interrupt()`` only reads, so LangGraph may run this node again on resume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from turnkit.graph.state import HeldCall, TurnState
+from turnkit.nodes.bound import Bound
+from turnkit.nodes.decisions import decision_of, payload, resume_schema
+from turnkit.nodes.messages import fitted, tool_message
+from turnkit.registry import answers
+from turnkit.registry.ledger import Confirmation
+
+__all__ = ["aawait_confirmation", "await_confirmation"]
+
+Pending = list[tuple[HeldCall, Confirmation]]
+
+
+def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    """Sync node: ask for the held calls' decisions and apply them."""
+    caller, _ = bound.caller(runtime)
+    executor = bound.executor
+    held = state.get("held") or []
+    pending, settled = _split(
+        held, [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
+    )
+    problems: dict[str, str] = {}
+    for cid, decision in _ask(pending, bound).items():
+        answer = executor.confirm(cid, caller, decision_of(decision))
+        _note(cid, answer, executor.ledger.get_confirmation(cid), settled, problems)
+    return _update(held, settled, problems, bound.settings_now().agent_tool_result_chars)
+
+
+async def aawait_confirmation(
+    state: TurnState, runtime: Runtime[Any], *, bound: Bound
+) -> dict[str, Any]:
+    """Async node: as ``await_confirmation``."""
+    caller, _ = bound.caller(runtime)
+    executor, ledger = bound.executor, bound.executor.ledger
+    held = state.get("held") or []
+    pending, settled = _split(
+        held, [await ledger.aget_confirmation(h["confirmation_id"]) for h in held]
+    )
+    problems: dict[str, str] = {}
+    for cid, decision in _ask(pending, bound).items():
+        answer = await executor.aconfirm(cid, caller, decision_of(decision))
+        _note(cid, answer, await ledger.aget_confirmation(cid), settled, problems)
+    limit = (await bound.asettings_now()).agent_tool_result_chars
+    return _update(held, settled, problems, limit)
+
+
+def _split(
+    held: list[HeldCall], found: list[Confirmation | None]
+) -> tuple[Pending, dict[str, dict[str, Any]]]:
+    """The calls still waiting, and the outcomes of those decided (or gone) already."""
+    pending: Pending = []
+    settled: dict[str, dict[str, Any]] = {}
+    for call, confirmation in zip(held, found, strict=True):
+        cid = call["confirmation_id"]
+        if confirmation is None:
+            settled[cid] = answers.error("not_found", f"confirmation {cid!r} no longer exists")
+        elif confirmation.outcome is not None:
+            settled[cid] = confirmation.outcome
+        else:
+            pending.append((call, confirmation))
+    return pending, settled
+
+
+def _ask(pending: Pending, bound: Bound) -> dict[str, Any]:
+    """One interrupt for every pending call; the validated decisions by confirmation id."""
+    if not pending:
+        return {}
+    titles = {tool.name: tool.title or tool.name for tool in bound.executor.registry.tools}
+    ids = tuple(confirmation.id for _, confirmation in pending)
+    resume = interrupt(payload(pending, titles), response_schema=resume_schema(ids))
+    return dict(resume.root)
+
+
+def _note(
+    cid: str,
+    answer: dict[str, Any],
+    after: Confirmation | None,
+    settled: dict[str, dict[str, Any]],
+    problems: dict[str, str],
+) -> None:
+    """Record a decision's outcome when it is final; else why it was not applied."""
+    if after is not None and after.outcome is not None:
+        settled[cid] = after.outcome
+    elif answers.is_error(answer):
+        problems[cid] = answer["error"]["message"]
+
+
+def _update(
+    held: list[HeldCall],
+    settled: dict[str, dict[str, Any]],
+    problems: dict[str, str],
+    limit: int,
+) -> dict[str, Any]:
+    messages, still = [], []
+    for call in held:
+        cid = call["confirmation_id"]
+        if cid in settled:
+            content = fitted(settled[cid], limit)
+            messages.append(
+                tool_message(call["tool_call_id"], content, message_id=call["message_id"])
+            )
+        else:
+            problem = problems.get(cid)
+            still.append(HeldCall(**{**call, "problem": problem}) if problem else call)  # type: ignore[typeddict-item]
+    update: dict[str, Any] = {"held": still}
+    if messages:
+        update["messages"] = messages
+    return update

@@ -1,0 +1,62 @@
+"""What the nodes share: the live objects bound when the graph is built, and the caller lookup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.runtime import Runtime
+
+from turnkit.errors import TurnkitError
+from turnkit.registry.caller import Caller
+from turnkit.registry.executor import Executor
+from turnkit.registry.settings import Settings
+from turnkit.registry.visibility import Allow
+
+__all__ = ["Bound", "MissingCallerError"]
+
+
+class MissingCallerError(TurnkitError, ValueError):
+    """A turn was started without a caller and the graph has no default caller."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The executor and model of a graph, and the caller used when a run passes no context."""
+
+    executor: Executor
+    model: BaseChatModel | Any
+    default_caller: Caller | None = None
+    settings: Settings | None = None
+
+    def settings_now(self) -> Settings:
+        """The graph's settings (or the executor's) with the ledger's overrides, read now."""
+        if self.settings is None:
+            return self.executor.settings_now()
+        return self.settings.merged(self.executor.ledger.settings())
+
+    async def asettings_now(self) -> Settings:
+        """Async twin of ``settings_now``."""
+        if self.settings is None:
+            return await self.executor.asettings_now()
+        return self.settings.merged(await self.executor.ledger.asettings())
+
+    def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:
+        """The caller and allow list of this run: from the runtime context, else the default."""
+        context = runtime.context
+        caller = getattr(context, "caller", None)
+        if caller is None and isinstance(context, dict):
+            caller = context.get("caller")
+        allow = getattr(context, "allow", None) or (
+            context.get("allow") if isinstance(context, dict) else None
+        )
+        if caller is None:
+            caller = self.default_caller
+        if not isinstance(caller, Caller):
+            raise MissingCallerError(
+                "this turn has no caller: pass context=TurnContext(caller=Caller.session(...))"
+                " to invoke/stream and again on every resume, or build the graph with"
+                " default_caller=..."
+            )
+        return caller, allow or "all"

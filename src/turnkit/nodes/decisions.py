@@ -1,0 +1,100 @@
+"""The interrupt's payload and the resume value of ``await_confirmation`` (versioned contract).
+
+The graph stops with one interrupt per round listing every held call. It is resumed with
+``Command(resume={confirmation_id: decision})`` where a decision is ``"approve"``, ``"reject"``,
+``{"action": "reject", "message": "..."}`` or ``{"action": "edit", "arguments": {...}}``.
+LangGraph validates the resume value against ``resume_schema(ids)`` before anything is saved: an
+unknown id or a malformed decision is refused with a clear error and can be answered again.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from turnkit.nodes.tools import arguments
+from turnkit.registry.confirmations import Decision
+from turnkit.registry.ledger import Confirmation
+
+__all__ = ["PAYLOAD_TYPE", "PAYLOAD_VERSION", "decision_of", "payload", "resume_schema"]
+
+PAYLOAD_VERSION = 1
+"""Bumped whenever the payload or the resume value changes shape."""
+PAYLOAD_TYPE = "turnkit.confirmations"
+
+HOW_TO_RESUME = (
+    "Command(resume={<confirmation_id>: 'approve' | 'reject' | {'action': 'reject', 'message': ...}"
+    " | {'action': 'edit', 'arguments': {...}}}); an id left out stays held"
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Approve(_Strict):
+    """Run the held call as it is."""
+
+    action: Literal["approve"]
+
+
+class Reject(_Strict):
+    """Run nothing; the message tells the model why."""
+
+    action: Literal["reject"]
+    message: str | None = None
+
+
+class Edit(_Strict):
+    """Run the same tool with these arguments instead (validated again)."""
+
+    action: Literal["edit"]
+    arguments: dict[str, Any]
+
+
+GraphDecision = (
+    Literal["approve", "reject"] | Annotated[Approve | Reject | Edit, Field(discriminator="action")]
+)
+
+
+@lru_cache(maxsize=256)
+def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
+    """The resume value for ``ids``: a map from some of those ids to a decision."""
+    keys = Literal[ids]  # type: ignore[valid-type]  # a Literal of the ids held right now
+    return RootModel[dict[keys, GraphDecision]]  # type: ignore[valid-type,return-value]
+
+
+def decision_of(value: Any) -> Decision:
+    """The executor's ``Decision`` for one validated resume decision."""
+    if value == "approve" or isinstance(value, Approve):
+        return Decision.approve()
+    if value == "reject":
+        return Decision.reject()
+    if isinstance(value, Reject):
+        return Decision.reject(value.message)
+    return Decision.edit(arguments(value.arguments) or {})
+
+
+def payload(
+    entries: list[tuple[dict[str, Any], Confirmation]], titles: dict[str, str]
+) -> dict[str, Any]:
+    """What the person sees: each held call's id, tool, title, exact arguments and expiry."""
+    return {
+        "version": PAYLOAD_VERSION,
+        "type": PAYLOAD_TYPE,
+        "confirmations": [
+            {
+                "confirmation_id": confirmation.id,
+                "tool": confirmation.tool,
+                "title": titles.get(confirmation.tool, confirmation.tool),
+                "arguments": confirmation.input,
+                "expires_at": confirmation.expires_at_iso,
+                "tool_call_id": held["tool_call_id"],
+                **({"problem": held["problem"]} if held.get("problem") else {}),
+            }
+            for held, confirmation in entries
+        ],
+        "resume": HOW_TO_RESUME,
+    }

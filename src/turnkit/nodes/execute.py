@@ -1,0 +1,81 @@
+"""``execute``: run the round's valid calls concurrently through the executor.
+
+Each call's idempotency key is derived from the thread, the AI message and the tool call id, so a
+node that LangGraph runs again — after a crash, or on a resume — replays the recorded answer
+instead of writing twice. Answers are fitted here already, so an oversized result never reaches
+the checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from turnkit.graph.state import PendingCall, TurnState
+from turnkit.nodes.bound import Bound
+from turnkit.nodes.messages import fitted
+
+__all__ = ["aexecute", "execute", "idempotency_key"]
+
+
+def idempotency_key(thread_id: str | None, call: PendingCall) -> str | None:
+    """The key of one tool call of one thread; None without a thread (nothing to resume)."""
+    if not thread_id:
+        return None
+    return f"turn:{thread_id}:{call['message_id']}:{call['id']}"[:255]
+
+
+def _control(runtime: Runtime[Any], call: PendingCall) -> dict[str, Any]:
+    info = getattr(runtime, "execution_info", None)
+    key = idempotency_key(getattr(info, "thread_id", None), call)
+    return {} if key is None else {"idempotency_key": key}
+
+
+def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    """Sync node: every valid call of the round, run at once in threads."""
+    calls = state.get("calls") or []
+    if not calls:
+        return {"answers": {}}
+    caller, allow = bound.caller(runtime)
+    executor = bound.executor
+
+    def run(call: PendingCall) -> dict[str, Any]:
+        control = _control(runtime, call)
+        return executor.execute(caller, call["tool"], call["args"], control, allow=allow)
+
+    if len(calls) == 1:
+        results = [run(calls[0])]
+    else:
+        with ThreadPoolExecutor(min(len(calls), 8), thread_name_prefix="turnkit-round") as pool:
+            results = list(pool.map(run, calls))
+    limit = bound.settings_now().agent_tool_result_chars
+    return _answers(calls, results, limit)
+
+
+async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    """Async node: every valid call of the round, run at once on the event loop."""
+    calls = state.get("calls") or []
+    if not calls:
+        return {"answers": {}}
+    caller, allow = bound.caller(runtime)
+    executor = bound.executor
+    results = await asyncio.gather(
+        *(
+            executor.aexecute(caller, c["tool"], c["args"], _control(runtime, c), allow=allow)
+            for c in calls
+        )
+    )
+    limit = (await bound.asettings_now()).agent_tool_result_chars
+    return _answers(calls, list(results), limit)
+
+
+def _answers(calls: list[PendingCall], results: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    return {
+        "answers": {
+            call["id"]: fitted(answer, limit) for call, answer in zip(calls, results, strict=True)
+        },
+        "calls": [],
+    }

@@ -1,0 +1,70 @@
+"""``list_tools``: at the start of a turn, list the tools the caller may use now.
+
+Also reconciles writes held in earlier turns (a new user message was sent instead of a resume): a
+confirmation decided since — from the CLI, another process — gets its held tool message replaced by
+the outcome; one still pending stays held and is listed again in the next interrupt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from turnkit.graph.state import HeldCall, TurnState
+from turnkit.nodes.bound import Bound
+from turnkit.nodes.messages import fitted, tool_message
+from turnkit.nodes.tools import for_model
+from turnkit.registry.ledger import Confirmation
+from turnkit.registry.tool import Tool
+
+__all__ = ["alist_tools", "list_tools"]
+
+
+def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    """Sync node: the caller's tools now, and the held calls decided since."""
+    caller, allow = bound.caller(runtime)
+    executor = bound.executor
+    tools = executor.visible_for(caller, allow)
+    held = state.get("held") or []
+    found = [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
+    limit = bound.settings_now().agent_tool_result_chars
+    return _update(tools, held, found, limit)
+
+
+async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
+    """Async node: as ``list_tools``, without blocking the event loop."""
+    caller, allow = bound.caller(runtime)
+    executor = bound.executor
+    tools = await executor.avisible_for(caller, allow)
+    held = state.get("held") or []
+    found = [await executor.ledger.aget_confirmation(h["confirmation_id"]) for h in held]
+    limit = (await bound.asettings_now()).agent_tool_result_chars
+    return _update(tools, held, found, limit)
+
+
+def _update(
+    tools: list[Tool], held: list[HeldCall], found: list[Confirmation | None], limit: int
+) -> dict[str, Any]:
+    definitions, by_name = for_model(tools)
+    update: dict[str, Any] = {
+        "tools": definitions,
+        "tool_names": {name: tool.name for name, tool in by_name.items()},
+        "round": 0,
+        "calls": [],
+        "answers": {},
+    }
+    if held:
+        still, replaced = [], []
+        for call, confirmation in zip(held, found, strict=True):
+            if confirmation is not None and confirmation.outcome is not None:
+                content = fitted(confirmation.outcome, limit)
+                replaced.append(
+                    tool_message(call["tool_call_id"], content, message_id=call["message_id"])
+                )
+            else:
+                still.append(call)
+        update["held"] = still
+        if replaced:
+            update["messages"] = replaced
+    return update
