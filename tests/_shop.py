@@ -50,8 +50,12 @@ class Shop:
         with self.log.open("a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
+    size = 1
+    """How many products the catalogue has (a test may grow it)."""
+
     def list_products(self, input: dict, ctx: Any) -> list[dict]:
-        return [{"sku": "TEA-0001", "price": 4.5}][: input.get("limit", 10)]
+        count = min(self.size, input.get("limit", 10))
+        return [{"sku": f"TEA-{i + 1:04d}", "price": 4.5} for i in range(count)]
 
     def set_prices(self, input: dict, ctx: Any) -> dict:
         self._write({"tool": "set_prices", "input": input, "caller": ctx.caller.identity})

@@ -7,6 +7,7 @@ and schema violations (every path) each get an error tool message. The valid cal
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -50,15 +51,22 @@ def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
                                      args=args or {}))  # fmt: skip
     for bad in ai.invalid_tool_calls:
         call_id = bad.get("id") or f"call_{uuid.uuid4().hex[:12]}"
-        name = bad.get("name") or ""
-        error = str(bad.get("error") or "could not be parsed")[:200]
-        errors.append(
-            error_message(call_id, "invalid_input", INVALID_JSON.format(name=name, error=error))
-        )
+        errors.append(error_message(call_id, "invalid_input", _unparsed(bad)))
     update: dict[str, Any] = {"calls": calls}
     if errors:
         update["messages"] = errors
     return update
+
+
+def _unparsed(bad: Any) -> str:
+    """Why a call LangChain could not parse is wrong: not JSON at all, or JSON but no object."""
+    name = str(bad.get("name") or "")[:100]
+    raw = bad.get("args")
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except (ValueError, RecursionError) as exc:
+        return INVALID_JSON.format(name=name, error=str(exc)[:200])
+    return NOT_AN_OBJECT.format(name=name, kind=kind_of(value))
 
 
 def _problem(name: str, raw: object, names: dict[str, str], bound: Bound) -> Any:
