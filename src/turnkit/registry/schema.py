@@ -138,6 +138,8 @@ class CompiledSchema:
                 for error in self._validator.iter_errors(value)
             ]
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            if isinstance(exc, RecursionError) or "Recursion limit" in str(exc):
+                return [Violation("", "nests too deeply; send flatter data")]
             return [Violation("", f"is not a JSON value ({exc}); send only JSON data")]
 
     def __repr__(self) -> str:
