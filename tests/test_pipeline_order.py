@@ -180,3 +180,28 @@ def test_visible_for_lists_what_each_caller_may_use_now(executor, alice, key, ri
 def test_input_schema_has_no_control_fields(executor):
     schema = executor.input_schema(executor.registry["shop.set_prices"])
     assert set(schema["properties"]) == {"prices"}
+
+
+def test_a_tool_error_is_shown_to_the_caller_with_its_details(ledger, rights):
+    from turnkit import Executor, Registry
+    from turnkit.errors import ToolError
+
+    def get(input, ctx):
+        raise ToolError(f"no product {input['sku']!r}", known=["TEA-0001"])
+
+    class Module:
+        key = "shop"
+
+        def api_tools(self):
+            schema = {"type": "object", "properties": {"sku": {"type": "string"}}}
+            return [{"name": "shop.get_product", "audience": "public", "handler": get,
+                     "annotations": {"read_only": True}, "input_schema": schema}]  # fmt: skip
+
+    executor = Executor(Registry([Module()]), ledger=ledger, permissions=rights)
+    answer = executor.execute(Caller.public(), "shop.get_product", {"sku": "X"})
+    executor.close()
+    assert answer["error"] == {
+        "code": "tool_error",
+        "message": "no product 'X'",
+        "details": {"known": ["TEA-0001"]},
+    }

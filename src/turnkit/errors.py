@@ -10,6 +10,12 @@ lookup of a tool that does not exist) raises one of these::
      ├── CallerError            (ValueError)  a Caller that cannot identify anyone
      ├── ModuleError            (TypeError)   an object passed as a module is not one
      └── UnknownToolError       (LookupError) a registry lookup of a name that is not registered
+
+    ToolError                   raised by a handler on purpose: the caller sees its message
+
+``ToolError`` is not an integrator's mistake: a handler raises it for an expected failure ("no such
+sku") whose message the caller should read. Any other exception in a handler is an internal error
+whose detail goes to the log only.
 """
 
 from __future__ import annotations
@@ -48,6 +54,20 @@ class CallerError(TurnkitError, ValueError):
 
 class ModuleError(TurnkitError, TypeError):
     """An object given to the ``Registry`` as a module lacks ``key`` or ``api_tools()``."""
+
+
+class ToolError(Exception):
+    """Raised by a handler for an expected failure; the answer carries its message and details.
+
+    Example:
+        >>> def get_product(input, ctx):
+        ...     raise ToolError(f"no product {input['sku']!r}; list_products shows the skus")
+    """
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
 
 
 class UnknownToolError(TurnkitError, LookupError):

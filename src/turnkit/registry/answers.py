@@ -37,6 +37,7 @@ ErrorCode: TypeAlias = Literal[
     "confirmation_expired",
     "internal_error",
     "timeout",
+    "tool_error",
 ]
 """Every error code an answer can carry."""
 

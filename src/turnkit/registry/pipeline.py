@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from turnkit.errors import ToolError
 from turnkit.registry import answers, steps
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
@@ -274,6 +275,10 @@ def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Se
             " complete: check before calling again",
             call_id=call.call_id,
         )
+    if outcome.kind == "error" and isinstance(outcome.value, ToolError):
+        exc = outcome.value
+        call.detail = f"ToolError: {exc.message}"[:2000]
+        return answers.error("tool_error", exc.message[:2000], **_json_details(exc.details))
     if outcome.kind == "error":
         exc = outcome.value
         call.detail = f"{type(exc).__name__}: {exc}"[:2000]
@@ -293,6 +298,15 @@ def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Se
             log.error("bug in tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
             return answers.error("internal_error", generic, call_id=call.call_id)
     return answers.ok(result)
+
+
+def _json_details(details: dict[str, Any]) -> dict[str, Any]:
+    """A ToolError's details when they are JSON data, else their text."""
+    try:
+        steps.canonical_json(details)
+    except (TypeError, ValueError, RecursionError):
+        return {key: repr(value)[:500] for key, value in details.items()}
+    return details
 
 
 def _replay(
