@@ -108,8 +108,11 @@ def test_check_schema_accepts_every_supported_keyword():
         ({"examples": {}}, "/examples", "'examples' must be a list"),
         ({"properties": []}, "/properties", "'properties' must be an object"),
         ({"properties": {"a": 1}}, "/properties/a", "a schema must be a JSON object, got int"),
-        ({"minItems": 3, "maxItems": 2}, "", "'minItems' 3 is greater than 'maxItems' 2"),
-        ({"minimum": 5, "maximum": 1}, "", "'minimum' 5 is greater than 'maximum' 1"),
+        ({"minItems": 3, "maxItems": 2}, "", "'minItems' 3 and 'maxItems' 2 leave nothing to fit"),
+        ({"minimum": 5, "maximum": 1}, "", "'minimum' 5 and 'maximum' 1 leave nothing to fit"),
+        ({"exclusiveMinimum": 5, "exclusiveMaximum": 5}, "", "leave nothing to fit"),
+        ({"format": []}, "/format", "'format' [] is not supported"),
+        ({"pattern": "\\p{Zz}"}, "/pattern", "is not a valid regular expression"),
     ],
 )
 def test_check_schema_explains_each_bad_value(schema, path, fragment):
@@ -239,3 +242,12 @@ def test_identity_cache_never_confuses_a_new_schema_with_a_dead_one():
         schema = {"type": "integer", "minimum": n}
         assert validate(schema, n) == []
         assert validate(schema, n - 1) != []
+
+
+def test_non_string_keys_are_reported_not_hidden_by_caching():
+    problems = check_schema({"type": "object", "properties": {1: {"type": "string"}}})
+    assert problems == [("/properties", "property name 1 is not a string")]
+
+
+def test_a_pattern_is_checked_in_the_dialect_that_validates():
+    assert check_schema({"type": "string", "pattern": "^\\p{L}+$"}) == []  # ECMA, not Python re

@@ -15,6 +15,7 @@ subset check and the compilation are kept in bounded caches.
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
@@ -53,10 +54,20 @@ class Violation(NamedTuple):
 
 def _canonical(schema: object) -> str | None:
     """A stable text key for a schema, or None when it is not plain JSON (then no caching)."""
+    if not _string_keys(schema):
+        return None  # json.dumps would turn 1 into "1" and hide the problem
     try:
         return json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         return None
+
+
+def _string_keys(value: object) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _string_keys(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_string_keys(item) for item in value)
+    return True
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -104,6 +115,17 @@ def _short(message: str) -> str:
     return f"{message[:half]} … {message[-half:]}"
 
 
+def _finite(value: object) -> bool:
+    """False when a NaN or an infinity hides in ``value`` (jsonschema-rs reads them as null)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(item) for item in value)
+    return True
+
+
 def _pointer(parts: list[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
@@ -124,15 +146,21 @@ class CompiledSchema:
     def is_valid(self, value: object) -> bool:
         """True when ``value`` satisfies the schema (the fast path: no messages are built)."""
         try:
-            return self._validator.is_valid(value)
+            return self._validator.is_valid(value) and _finite(value)
         except (ValueError, TypeError, OverflowError, RecursionError):
             return False
 
-    def errors(self, value: object) -> list[Violation]:
-        """Every violation of the schema by ``value``; empty when it is valid."""
+    def errors(self, value: object, *, plain_json: bool = False) -> list[Violation]:
+        """Every violation of the schema by ``value``; empty when it is valid.
+
+        ``plain_json=True`` says the caller already knows ``value`` is plain JSON (no NaN or
+        infinity), which saves a walk over it; the executor passes it after encoding the input.
+        """
         try:
             if self._validator.is_valid(value):
-                return []
+                if plain_json or _finite(value):
+                    return []
+                return [Violation("", "contains NaN or infinity, which JSON cannot carry")]
             return [
                 Violation(_pointer(error.instance_path), _short(error.message))
                 for error in self._validator.iter_errors(value)

@@ -8,8 +8,9 @@ what to write instead.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
+
+import jsonschema_rs
 
 Problems = list[tuple[str, str]]
 Rule = Callable[[object, str, Problems, int], None]
@@ -136,14 +137,15 @@ def _pattern(value: object, path: str, problems: Problems, _depth: int) -> None:
     if not isinstance(value, str):
         problems.append((path, f"'pattern' must be a regular expression string, got {value!r}"))
         return
-    try:
-        re.compile(value)
-    except re.error as exc:
-        problems.append((path, f"'pattern' {value!r} is not a valid regular expression: {exc}"))
+    try:  # the dialect that validates (ECMA 262 via jsonschema-rs), not Python's re
+        jsonschema_rs.validator_for({"type": "string", "pattern": value})
+    except (ValueError, jsonschema_rs.ValidationError) as exc:
+        reason = str(exc).splitlines()[0][:200]
+        problems.append((path, f"'pattern' {value!r} is not a valid regular expression: {reason}"))
 
 
 def _format(value: object, path: str, problems: Problems, _depth: int) -> None:
-    if value not in FORMATS:
+    if not isinstance(value, str) or value not in FORMATS:
         allowed = ", ".join(sorted(FORMATS))
         problems.append((path, f"'format' {value!r} is not supported; use one of: {allowed}"))
 
@@ -187,13 +189,22 @@ KEYWORDS = frozenset(_RULES)
 """Every keyword the subset accepts."""
 
 _BOUNDS = (("minItems", "maxItems"), ("minLength", "maxLength"), ("minimum", "maximum"))
+_STRICT_BOUNDS = (
+    ("exclusiveMinimum", "exclusiveMaximum"),
+    ("exclusiveMinimum", "maximum"),
+    ("minimum", "exclusiveMaximum"),
+)
 
 
 def _check_bounds(node: dict[str, object], path: str, problems: Problems) -> None:
-    for low, high in _BOUNDS:
-        lo, hi = node.get(low), node.get(high)
-        if _is_number(lo) and _is_number(hi) and lo > hi:  # type: ignore[operator]
-            problems.append((path, f"{low!r} {lo!r} is greater than {high!r} {hi!r}: nothing fits"))
+    for pairs, empty in (
+        (_BOUNDS, lambda lo, hi: lo > hi),
+        (_STRICT_BOUNDS, lambda lo, hi: lo >= hi),
+    ):
+        for low, high in pairs:
+            lo, hi = node.get(low), node.get(high)
+            if _is_number(lo) and _is_number(hi) and empty(lo, hi):
+                problems.append((path, f"{low!r} {lo!r} and {high!r} {hi!r} leave nothing to fit"))
 
 
 def check_node(node: object, path: str, problems: Problems, depth: int) -> None:

@@ -91,7 +91,7 @@ def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Answer |
             " are accepted: send less data per call",
             limit=settings.max_input_chars,
         ), text
-    violations = tool.input_validator.errors(value)
+    violations = tool.input_validator.errors(value, plain_json=True)
     if violations:
         shown = violations[:VIOLATIONS_SHOWN]
         listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in shown)
