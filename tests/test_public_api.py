@@ -5,6 +5,7 @@ import turnkit
 EXPECTED = [
     "CONTROL_FIELDS",
     "Annotations",
+    "AsyncStorage",
     "CallContext",
     "Caller",
     "CallerError",
@@ -23,6 +24,7 @@ EXPECTED = [
     "Settings",
     "SqliteLedger",
     "StaticPermissions",
+    "Storage",
     "Tool",
     "ToolDeclarationError",
     "TurnkitError",
@@ -31,7 +33,9 @@ EXPECTED = [
     "check_schema",
     "model_name",
     "model_names",
+    "open_async_storage",
     "open_ledger",
+    "open_storage",
     "validate",
 ]
 

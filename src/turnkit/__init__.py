@@ -38,10 +38,12 @@ from turnkit.registry import (
     open_ledger,
     validate,
 )
+from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 
 __all__ = [
     "CONTROL_FIELDS",
     "Annotations",
+    "AsyncStorage",
     "CallContext",
     "Caller",
     "CallerError",
@@ -60,6 +62,7 @@ __all__ = [
     "Settings",
     "SqliteLedger",
     "StaticPermissions",
+    "Storage",
     "Tool",
     "ToolDeclarationError",
     "TurnkitError",
@@ -68,7 +71,9 @@ __all__ = [
     "check_schema",
     "model_name",
     "model_names",
+    "open_async_storage",
     "open_ledger",
+    "open_storage",
     "validate",
 ]
 

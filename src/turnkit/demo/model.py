@@ -1,0 +1,176 @@
+"""``ScriptedDemoModel``: a **scripted**, rule-based stand-in for a chat model, for the demo.
+
+It is not a language model and understands nothing of what the user writes. It follows one fixed
+script, driven by the conversation, so that the demo and Studio show the whole governed flow
+offline and for as long as you like:
+
+1. after a user message: call ``catalogue_list_products`` (five products);
+2. after that result: propose a 10 % price cut for the first listed product
+   (``catalogue_set_prices``), a write that waits for a person's confirmation;
+3. after the write's outcome (done, rejected, still held, or an error): a short final text saying
+   what happened.
+
+It supports ``bind_tools`` and ``invoke``/``ainvoke``, keeps no state between calls and does no
+I/O, so it is safe on an event loop and under any number of threads.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+__all__ = ["LIST_TOOL", "PRICE_CUT", "SET_PRICES_TOOL", "ScriptedDemoModel", "scripted_demo_model"]
+
+LIST_TOOL = "catalogue_list_products"
+SET_PRICES_TOOL = "catalogue_set_prices"
+PRICE_CUT = 0.10
+"""The scripted model proposes the first listed product's price minus this fraction."""
+LABEL = "[scripted demo model]"
+"""Every text answer starts with this, so nobody mistakes the script for a real model."""
+
+
+class ScriptedDemoModel(BaseChatModel):
+    """A scripted, rule-based chat model for the catalogue demo (see the module docstring)."""
+
+    list_limit: int = 5
+    """How many products the scripted model asks for."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "turnkit-scripted-demo"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        """Bind tools as a real chat model would (OpenAI function format)."""
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self.reply(messages, kwargs.get("tools") or [])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, None, **kwargs)
+
+    def reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        """The scripted next message for ``messages`` with ``tools`` bound."""
+        available = {tool.get("function", {}).get("name") for tool in tools}
+        last = messages[-1] if messages else None
+        if last is None or isinstance(last, HumanMessage):
+            if LIST_TOOL not in available:
+                return _text("I cannot list products for you: that tool is not available to you.")
+            return _call(LIST_TOOL, {"limit": self.list_limit})
+        if not isinstance(last, ToolMessage):
+            return _text("Tell me what to do next.")
+        tool = _tool_of(messages, last.tool_call_id)
+        answer = _json(last.content)
+        if tool == LIST_TOOL:
+            return _after_list(answer, available)
+        if tool == SET_PRICES_TOOL:
+            return _text(_after_write(answer))
+        return _text(f"The tool {tool or 'call'} answered: {_short(last.content)}")
+
+
+def scripted_demo_model() -> ScriptedDemoModel:
+    """The **scripted** demo model (rule-based, offline; not a real language model)."""
+    return ScriptedDemoModel()
+
+
+def _after_list(answer: Any, available: set[Any]) -> AIMessage:
+    if not _ok(answer):
+        return _text(f"I could not list the products: {_problem(answer)}")
+    items = answer["result"].get("items") or []
+    if not items:
+        return _text("The catalogue has no products to show.")
+    first = items[0]
+    if SET_PRICES_TOOL not in available:
+        listed = ", ".join(f"{p['sku']} {p['name']} ({p['price']:.2f})" for p in items)
+        return _text(f"Here are the first products: {listed}. I may not change prices for you.")
+    price = round(first["price"] * (1 - PRICE_CUT), 2)
+    return _call(SET_PRICES_TOOL, {"prices": [{"sku": first["sku"], "price": price}]})
+
+
+def _after_write(answer: Any) -> str:
+    if isinstance(answer, dict) and answer.get("status") == "confirmation_required":
+        return "The price change is waiting for a person's confirmation; nothing has changed yet."
+    if isinstance(answer, dict) and answer.get("status") == "rejected":
+        why = answer.get("message")
+        return "The price change was rejected, so nothing changed" + (f": {why}" if why else ".")
+    if not _ok(answer):
+        return f"The price change did not happen: {_problem(answer)}"
+    result = answer["result"]
+    done = "; ".join(
+        f"{u['sku']} from {u['old_price']:.2f} to {u['price']:.2f}" for u in result["updated"]
+    )
+    text = f"Done: I changed the price of {done}." if done else "No price was changed."
+    if result.get("unknown_skus"):
+        text += f" Unknown skus: {', '.join(result['unknown_skus'])}."
+    return text
+
+
+def _tool_of(messages: list[BaseMessage], tool_call_id: str) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id") == tool_call_id:
+                    return call["name"]
+    return None
+
+
+def _json(content: Any) -> Any:
+    try:
+        return json.loads(content) if isinstance(content, str) else None
+    except ValueError:
+        return None
+
+
+def _ok(answer: Any) -> bool:
+    return (
+        isinstance(answer, dict)
+        and answer.get("status") == "ok"
+        and isinstance(answer.get("result"), dict)
+    )
+
+
+def _problem(answer: Any) -> str:
+    if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
+        return str(answer["error"].get("message", "an error"))
+    if isinstance(answer, dict) and answer.get("truncated"):
+        return "the answer was too large to read."
+    return "an unexpected answer."
+
+
+def _short(content: Any) -> str:
+    text = content if isinstance(content, str) else json.dumps(content)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _text(content: str) -> AIMessage:
+    return AIMessage(content=f"{LABEL} {content}", id=f"demo-{uuid.uuid4().hex}")
+
+
+def _call(name: str, args: dict[str, Any]) -> AIMessage:
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {"type": "tool_call", "name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:24]}"}
+        ],
+        id=f"demo-{uuid.uuid4().hex}",
+    )

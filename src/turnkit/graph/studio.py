@@ -1,0 +1,71 @@
+"""The graph ``langgraph dev`` (LangGraph Studio) serves: the turn graph on the demo catalogue.
+
+``langgraph.json`` at the repository root points here (``turnkit.graph.studio:graph``). The graph
+is compiled **without** a checkpointer or store: the server brings its own persistence (and refuses
+a graph that has one). It is built when this module is imported, which the server does in a worker
+thread at start-up, so the demo's file setup never blocks the server's event loop.
+
+Chosen by environment variables, read at import:
+
+- ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set: an OpenAI-compatible chat model (OpenAI, vLLM,
+  llama.cpp, Ollama, ...) named by ``TURNKIT_MODEL`` (default ``gpt-4o-mini``); a local server
+  needs only ``OPENAI_BASE_URL``. Otherwise the **scripted** demo model (offline, rule-based).
+- ``TURNKIT_DEMO_DB``: the demo catalogue's SQLite file (its ledger lies beside it); default
+  ``.turnkit/demo.sqlite`` under the current folder.
+
+Runs that pass no context act for the demo user (``turnkit.demo.DEMO_CALLER``: the session user
+``"demo"``, who may view and manage the catalogue); each of its writes waits for a confirmation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+
+from turnkit.demo import DEMO_CALLER, demo_executor, scripted_demo_model
+from turnkit.graph.build import build_turn_graph
+
+__all__ = ["DEFAULT_DB", "DEFAULT_MODEL", "demo_db_path", "graph", "make_graph", "studio_model"]
+
+DEFAULT_DB = Path(".turnkit") / "demo.sqlite"
+"""The demo catalogue's file when ``TURNKIT_DEMO_DB`` is not set (under the current folder)."""
+DEFAULT_MODEL = "gpt-4o-mini"
+"""The model name asked of an OpenAI-compatible endpoint when ``TURNKIT_MODEL`` is not set."""
+
+
+def demo_db_path() -> Path:
+    """``TURNKIT_DEMO_DB``, else ``.turnkit/demo.sqlite``; the folder is created."""
+    path = Path(os.environ.get("TURNKIT_DEMO_DB") or DEFAULT_DB)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def studio_model() -> Any:
+    """An OpenAI-compatible chat model when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set,
+    else the scripted demo model."""
+    key, base_url = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL")
+    if not (key or base_url):
+        return scripted_demo_model()
+    from langchain_openai import ChatOpenAI  # costs ~2 s: only when a real model is wanted
+
+    return ChatOpenAI(
+        model=os.environ.get("TURNKIT_MODEL") or DEFAULT_MODEL,
+        base_url=base_url or None,
+        api_key=key or "not-needed",
+        use_responses_api=False,
+    )
+
+
+def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The Studio graph: demo executor, model from the environment, the demo user as default
+    caller, no checkpointer. Does blocking file I/O: call it outside an event loop."""
+    return build_turn_graph(
+        demo_executor(demo_db_path()), studio_model(), default_caller=DEMO_CALLER
+    )
+
+
+graph = make_graph()
+"""The graph ``langgraph.json`` names (built on import; see the module docstring)."""

@@ -1,0 +1,327 @@
+"""The real thing: ``langgraph dev`` serves ``langgraph.json``'s graph, driven through the SDK.
+
+Each test starts the server as a subprocess on a free port (offline: no analytics, no version
+check, no tracing), waits for ``GET /ok``, runs a turn with ``langgraph_sdk``, and stops the server
+in the fixture's teardown, also when the test fails. The server's log is printed on failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from langgraph_sdk import get_client
+
+from turnkit.demo import Catalogue
+
+REPO = Path(__file__).resolve().parents[1]
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+GRAPH_ID = "turnkit"
+START_TIMEOUT = 60.0
+RUN_TIMEOUT = 30.0
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _offline_env(**extra: str) -> dict[str, str]:
+    """This process's environment without model or tracing credentials, plus ``extra``."""
+    dropped = ("OPENAI_", "LANGSMITH_", "LANGCHAIN_", "TURNKIT_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env.update(
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="1",
+        LANGSMITH_TRACING="false",
+        **extra,
+    )
+    return env
+
+
+class Server:
+    """A running ``langgraph dev``: its URL, process and log file."""
+
+    def __init__(self, url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.url, self.process, self.log = url, process, log
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def _wait_until_ready(server: Server) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < START_TIMEOUT:
+        if server.process.poll() is not None:
+            pytest.fail(
+                f"langgraph dev exited with {server.process.returncode}:\n{server.log_tail()}"
+            )
+        try:
+            with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as response:
+                if json.loads(response.read()).get("ok") is True:
+                    return time.monotonic() - started
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"langgraph dev did not answer GET /ok in {START_TIMEOUT} s:\n{server.log_tail()}")
+
+
+@pytest.fixture
+def start_studio(tmp_path) -> Iterator[Callable[..., Server]]:
+    """``start_studio(**env)``: ``langgraph dev`` on the repository's graph, in ``tmp_path``."""
+    assert LANGGRAPH.exists(), f"{LANGGRAPH} is missing: pip install -e '.[dev]'"
+    config = json.loads((REPO / "langgraph.json").read_text())
+    config["dependencies"] = [str(REPO)]  # the same graphs, served from a scratch folder
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    servers: list[Server] = []
+
+    def start(**env: str) -> Server:
+        port = _free_port()
+        log = tmp_path / f"server-{port}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+                 "--port", str(port), "--config", str(tmp_path / "langgraph.json")],
+                cwd=tmp_path,
+                env=_offline_env(**env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        server = Server(f"http://127.0.0.1:{port}", process, log)
+        servers.append(server)
+        seconds = _wait_until_ready(server)
+        print(f"langgraph dev answered GET /ok after {seconds:.1f} s")
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+        print(f"--- {server.log} ---\n{server.log_tail()}")  # shown by pytest on failure only
+
+
+def _count_price_writes(db: Path) -> None:
+    """Create the catalogue now and log every price UPDATE in it, whoever makes it."""
+    Catalogue(db).setup()
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.executescript(
+            "CREATE TABLE price_writes (sku TEXT, price REAL);"
+            "CREATE TRIGGER log_price AFTER UPDATE OF price ON products"
+            " BEGIN INSERT INTO price_writes VALUES (new.sku, new.price); END;"
+        )
+
+
+def _query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+async def _wait(coroutine: Any) -> Any:
+    return await asyncio.wait_for(coroutine, RUN_TIMEOUT)
+
+
+async def _collect(client: Any, tid: str, graph_id: str, input: dict[str, Any]) -> list[Any]:
+    stream = client.runs.stream(tid, graph_id, input=input, stream_mode=["values", "messages"])
+    return [event async for event in stream]
+
+
+async def test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume(start_studio, tmp_path):
+    db = tmp_path / "demo" / "catalogue.sqlite"
+    _count_price_writes(db)
+    server = start_studio(TURNKIT_DEMO_DB=str(db))
+
+    async with get_client(url=server.url) as client:
+        thread = await _wait(client.threads.create())
+        tid = thread["thread_id"]
+        stopped = await _wait(
+            client.runs.wait(
+                tid, GRAPH_ID, input={"messages": [{"role": "user", "content": "cheaper, please"}]}
+            )
+        )
+
+        # The run stopped at the held price change: one interrupt with the versioned payload.
+        (interrupt,) = stopped["__interrupt__"]
+        payload = interrupt["value"]
+        assert payload["version"] == 1
+        assert payload["type"] == "turnkit.confirmations"
+        (held,) = payload["confirmations"]
+        assert held["tool"] == "catalogue.set_prices"
+        assert held["title"] == "Set product prices"
+        assert held["arguments"] == {"prices": [{"sku": "ACC-0001", "price": 6.33}]}
+        expires = datetime.fromisoformat(held["expires_at"].replace("Z", "+00:00"))
+        assert timedelta(minutes=55) < expires - datetime.now(UTC) <= timedelta(hours=1, seconds=1)
+        cid = held["confirmation_id"]
+        held_message = next(
+            m for m in stopped["messages"] if m.get("tool_call_id") == held["tool_call_id"]
+        )
+        assert json.loads(held_message["content"]) == {
+            "status": "confirmation_required",
+            "confirmation_id": cid,
+        }
+        assert _query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(7.03,)]
+
+        state = await _wait(client.threads.get_state(tid))
+        assert state["next"] == ["await_confirmation"]
+        assert [i["value"] for i in state["interrupts"]] == [payload]
+
+        # The person approves: the write runs once, the model answers, the turn ends.
+        done = await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
+        final = await _wait(client.threads.get_state(tid))
+
+    assert final["next"] == []
+    assert final["interrupts"] == []
+    assert final["values"]["messages"] == done["messages"]
+    assert final["values"]["held"] == []
+    messages = done["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai", "tool", "ai"]
+    answered = next(m for m in messages if m.get("tool_call_id") == held["tool_call_id"])
+    assert answered["id"] == held_message["id"]  # the held message was replaced in place
+    assert json.loads(answered["content"]) == {
+        "executed": True,
+        "status": "ok",
+        "result": {
+            "updated": [{"sku": "ACC-0001", "old_price": 7.03, "price": 6.33}],
+            "unknown_skus": [],
+        },
+    }
+    assert messages[-1]["content"] == (
+        "[scripted demo model] Done: I changed the price of ACC-0001 from 7.03 to 6.33."
+    )
+    assert _query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(6.33,)]
+    assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    """chat.completions on 127.0.0.1: first a call of ``catalogue_get_product``, then text."""
+
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "body": body})
+        if body["messages"][-1]["role"] == "tool":
+            found = json.loads(body["messages"][-1]["content"])["result"]["product"]
+            message: dict[str, Any] = {"content": f"{found['name']} costs {found['price']}."}
+        else:
+            arguments = json.dumps({"sku": "TEA-0001"})
+            message = {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_fake_1",
+                        "type": "function",
+                        "function": {"name": "catalogue_get_product", "arguments": arguments},
+                    }
+                ],
+            }
+        finish = "tool_calls" if "tool_calls" in message else "stop"
+        if not body.get("stream"):
+            choice = {"index": 0, "message": {"role": "assistant", **message}}
+            self._send("application/json", _completion("chat.completion", choice, finish))
+            return
+        for index, call in enumerate(message.get("tool_calls", [])):
+            call["index"] = index
+        events = [
+            _completion(
+                "chat.completion.chunk",
+                {"index": 0, "delta": {"role": "assistant", **message}},
+                None,
+            ),
+            _completion("chat.completion.chunk", {"index": 0, "delta": {}}, finish),
+            b"[DONE]",
+        ]
+        self._send("text/event-stream", b"".join(b"data: " + e + b"\n\n" for e in events))
+
+    def _send(self, content_type: str, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _completion(kind: str, choice: dict[str, Any], finish: str | None) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-fake",
+            "object": kind,
+            "created": 0,
+            "model": "fake-model",
+            "choices": [{**choice, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    _FakeOpenAI.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    worker = threading.Thread(target=httpd.serve_forever, daemon=True)
+    worker.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", _FakeOpenAI.requests
+    httpd.shutdown()
+    httpd.server_close()
+    worker.join(10)
+
+
+async def test_studio_uses_an_openai_compatible_endpoint_when_one_is_configured(
+    start_studio, fake_openai, tmp_path
+):
+    base_url, requests = fake_openai
+    server = start_studio(
+        TURNKIT_DEMO_DB=str(tmp_path / "openai" / "catalogue.sqlite"),
+        OPENAI_BASE_URL=base_url,
+        TURNKIT_MODEL="fake-model",
+    )
+    question = {"messages": [{"role": "user", "content": "what does TEA-0001 cost?"}]}
+    async with get_client(url=server.url) as client:
+        thread = await _wait(client.threads.create())
+        tid = thread["thread_id"]
+        done = await _wait(client.runs.wait(tid, GRAPH_ID, input=question))
+        # As Studio runs it: streaming the model's tokens too.
+        events = await _wait(_collect(client, tid, GRAPH_ID, question))
+    assert {"values", "messages"} <= {e.event.split("/")[0] for e in events}
+    streamed = [e.data for e in events if e.event == "values"][-1]
+    assert streamed["messages"][-1]["content"] == "Sencha green tea costs 4.36."
+    assert done["messages"][-1]["content"] == "Sencha green tea costs 4.36."
+    assert [r["path"] for r in requests] == ["/v1/chat/completions"] * 4
+    assert [bool(r["body"].get("stream")) for r in requests] == [False, False, True, True]
+    first = requests[0]["body"]
+    assert first["model"] == "fake-model"
+    names = [tool["function"]["name"] for tool in first["tools"]]
+    assert names == [
+        "catalogue_list_products",
+        "catalogue_get_product",
+        "catalogue_set_prices",
+        "catalogue_delete_product",
+    ]
