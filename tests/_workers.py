@@ -55,3 +55,12 @@ def crash_during_write(ledger_url: str, log: str, key: str | None, decide: str |
         caller = Caller.key("key-1", user_id="alice", scopes={"shop.products:write"})
         executor.execute(caller, "shop.set_prices", {"prices": [{"sku": "TEA-0001", "price": 5.0}]},
                          {"idempotency_key": key})  # fmt: skip
+
+
+def open_and_count_settings(ledger_url: str) -> int:
+    """Open the ledger (creating its tables if need be) and read it."""
+    ledger = open_ledger(ledger_url)
+    try:
+        return len(ledger.settings())
+    finally:
+        ledger.close()

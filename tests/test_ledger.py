@@ -94,3 +94,20 @@ def test_a_process_that_died_inside_an_approved_write_is_never_run_again(
     assert answer["error"]["code"] == "in_progress"
     assert executor.ledger.get_confirmation(held).status == "running"
     assert shop.writes() == []
+
+
+def test_an_in_memory_sqlite_ledger_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="needs a file path"):
+        open_ledger(":memory:")
+
+
+def test_many_processes_opening_a_fresh_ledger_at_once_all_succeed(ledger_url):
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        results = pool.map(_workers.open_and_count_settings, [ledger_url] * 8)
+    assert results == [0] * 8
+
+
+def test_an_executor_leaves_a_ledger_it_was_given_open(executor, ledger):
+    executor.close()
+    assert ledger.settings() == {}

@@ -332,3 +332,13 @@ def test_stream_runs_the_sync_twins(turn, shop):
         )
     )
     assert chunks[-1]["messages"][-1].content == "Done."
+
+
+def test_a_caller_sent_as_data_is_refused_even_with_a_default(turn):
+    graph, _ = turn("hi", default_caller=Caller.session("bob"))
+    with pytest.raises(MissingCallerError, match="a caller sent as data"):
+        graph.invoke(
+            {"messages": [HumanMessage("hi")]},
+            CONFIG,
+            context={"caller": {"kind": "session", "user_id": "alice"}},
+        )

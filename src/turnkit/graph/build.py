@@ -11,11 +11,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
+from langgraph.types import Durability
 
 from turnkit.graph import routing
 from turnkit.graph.context import TurnContext
@@ -89,6 +91,7 @@ def build_turn_graph(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     store: BaseStore | None = None,
     default_caller: Caller | None = None,
+    durability: Durability = "sync",
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """A compiled turn graph: list tools, call the model, validate, execute, fit, confirm.
 
@@ -100,6 +103,10 @@ def build_turn_graph(
         checkpointer: persistence for resumable runs (see ``turnkit.storage``).
         store: a LangGraph store, passed through.
         default_caller: the caller of runs that pass no ``context=TurnContext(...)``.
+        durability: when checkpoints are written (a run may still pass its own). ``"sync"`` by
+            default: with LangGraph's ``"async"``, a crash while the checkpoint after the model
+            call is still being written re-asks the model, whose new message ids make new
+            idempotency keys, so a write could run twice. See README "Performance".
 
     Example:
         >>> graph = build_turn_graph(executor, model, checkpointer=saver)  # doctest: +SKIP
@@ -108,4 +115,5 @@ def build_turn_graph(
         ...              context=TurnContext(caller=Caller.session("u_1")))  # doctest: +SKIP
     """
     graph = builder(executor, model, settings=settings, default_caller=default_caller)
-    return graph.compile(checkpointer=checkpointer, store=store, name="turnkit")
+    compiled = graph.compile(checkpointer=checkpointer, store=store, name="turnkit")
+    return compiled.with_config({"configurable": {CONFIG_KEY_DURABILITY: durability}})

@@ -51,6 +51,12 @@ class Bound:
         allow = getattr(context, "allow", None) or (
             context.get("allow") if isinstance(context, dict) else None
         )
+        if caller is not None and not isinstance(caller, Caller):
+            raise MissingCallerError(
+                f"the run's context gives the caller as {type(caller).__name__}, not a Caller: a"
+                " caller sent as data (say, by an HTTP client) is not accepted, since it would"
+                " choose whose rights apply; the application sets the caller"
+            )
         if caller is None:
             caller = self.default_caller
         if not isinstance(caller, Caller):

@@ -67,6 +67,7 @@ class Executor:
             handler_threads: worker threads for sync handlers (kept apart from ledger work, so a
                 hung handler cannot starve the ledger).
         """
+        self._owns_ledger = ledger is None
         if ledger is None:
             ledger = SqliteLedger(Path(tempfile.mkdtemp(prefix="turnkit-")) / "ledger.sqlite")
         self.registry = registry
@@ -186,6 +187,8 @@ class Executor:
         return [c for c in found if c.expires_at > now]
 
     def close(self) -> None:
-        """Stop the handler threads (waiting for none) and close the ledger."""
+        """Stop the handler threads (waiting for none); close the ledger only if the executor
+        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``)."""
         self._env.handler_pool.shutdown(wait=False, cancel_futures=True)
-        self.ledger.close()
+        if self._owns_ledger:
+            self.ledger.close()

@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.schema import TABLES
 
 __all__ = ["PostgresLedger"]
+
+_SETUP_LOCK = 0x746B6C6564676572  # "tkledger": the ledger's own lock (storage holds "turnkit")
 
 
 class PostgresLedger(Ledger):
@@ -33,7 +36,19 @@ class PostgresLedger(Ledger):
             kwargs={"autocommit": True, "prepare_threshold": None},
             open=True,
         )
-        self.setup()
+        try:
+            self.setup()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def setup(self) -> None:
+        """Create the tables in one transaction under an advisory lock, so that processes
+        opening a fresh database at once do not race on ``CREATE TABLE IF NOT EXISTS``."""
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+            for statement in TABLES:
+                conn.execute(statement)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._pool.connection() as conn:

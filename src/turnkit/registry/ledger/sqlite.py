@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,11 @@ class SqliteLedger(Ledger):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = os.fspath(path)
+        if self.path in ("", ":memory:") or self.path.startswith("file:"):
+            raise ValueError(
+                f"SqliteLedger needs a file path, got {self.path!r}: an in-memory database would"
+                " be a different empty one in every thread"
+            )
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -45,8 +51,8 @@ class SqliteLedger(Ledger):
                 isolation_level=None,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            _wal(conn, self._busy_timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._lock:
@@ -68,3 +74,17 @@ class SqliteLedger(Ledger):
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self.path!r})"
+
+
+def _wal(conn: sqlite3.Connection, patience: float) -> None:
+    """Switch to WAL; SQLite refuses the switch at once (no busy wait) while another process
+    opens the same fresh file, so try again for a while."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
