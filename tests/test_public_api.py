@@ -4,6 +4,10 @@ import turnkit
 
 EXPECTED = [
     "CONTROL_FIELDS",
+    "Agent",
+    "AgentBusy",
+    "AgentPool",
+    "AgentTimeout",
     "Annotations",
     "AsyncStorage",
     "CallContext",
@@ -17,25 +21,37 @@ EXPECTED = [
     "Module",
     "ModuleError",
     "ModuleWarning",
+    "PendingConfirmation",
     "PermissionProvider",
     "PostgresLedger",
     "Registry",
+    "Response",
     "SchemaError",
     "Settings",
     "SqliteLedger",
     "StaticPermissions",
     "Storage",
+    "StructuredOutputError",
     "Tool",
+    "ToolCallRecord",
     "ToolDeclarationError",
+    "ToolError",
+    "TurnContext",
+    "TurnState",
     "TurnkitError",
     "UnknownToolError",
     "Violation",
+    "as_langchain_tool",
+    "as_langchain_tools",
+    "build_turn_graph",
+    "chat",
     "check_schema",
     "model_name",
     "model_names",
     "open_async_storage",
     "open_ledger",
     "open_storage",
+    "tool",
     "validate",
 ]
 
@@ -51,6 +67,18 @@ def test_all_is_sorted_and_unique():
 def test_every_public_name_resolves():
     for name in turnkit.__all__:
         assert getattr(turnkit, name) is not None
+
+
+def test_import_turnkit_does_not_load_langchain_openai():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, turnkit;"
+        " print('langchain_openai' in sys.modules, 'turnkit.agent' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
 
 
 def test_registry_package_does_not_import_langgraph_or_langchain():

@@ -2,13 +2,22 @@
 
 The model only sees what the caller may use, every argument is checked, big results fit the
 context, and no write happens without a person's yes.
+
+The registry and executor are imported at once; the LangGraph/LangChain layer (the turn graph,
+``Agent``, ``chat``, storage) is imported on first use, so ``import turnkit`` stays quick.
 """
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from turnkit.errors import (
+    AgentBusy,
+    AgentTimeout,
     CallerError,
     ModuleError,
     SchemaError,
     ToolDeclarationError,
+    ToolError,
     TurnkitError,
     UnknownToolError,
 )
@@ -40,8 +49,46 @@ from turnkit.registry import (
 )
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 
+if TYPE_CHECKING:
+    from turnkit.agent import Agent, AgentPool, chat
+    from turnkit.graph import TurnContext, TurnState, build_turn_graph
+    from turnkit.langchain_tools import as_langchain_tool, as_langchain_tools
+    from turnkit.local_tools import tool
+    from turnkit.response import PendingConfirmation, Response, ToolCallRecord
+    from turnkit.structured import StructuredOutputError
+
+_LAZY = {
+    "Agent": "turnkit.agent",
+    "AgentPool": "turnkit.agent",
+    "chat": "turnkit.agent",
+    "TurnContext": "turnkit.graph",
+    "TurnState": "turnkit.graph",
+    "build_turn_graph": "turnkit.graph",
+    "as_langchain_tool": "turnkit.langchain_tools",
+    "as_langchain_tools": "turnkit.langchain_tools",
+    "tool": "turnkit.local_tools",
+    "PendingConfirmation": "turnkit.response",
+    "Response": "turnkit.response",
+    "ToolCallRecord": "turnkit.response",
+    "StructuredOutputError": "turnkit.structured",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'turnkit' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "CONTROL_FIELDS",
+    "Agent",
+    "AgentBusy",
+    "AgentPool",
+    "AgentTimeout",
     "Annotations",
     "AsyncStorage",
     "CallContext",
@@ -55,25 +102,37 @@ __all__ = [
     "Module",
     "ModuleError",
     "ModuleWarning",
+    "PendingConfirmation",
     "PermissionProvider",
     "PostgresLedger",
     "Registry",
+    "Response",
     "SchemaError",
     "Settings",
     "SqliteLedger",
     "StaticPermissions",
     "Storage",
+    "StructuredOutputError",
     "Tool",
+    "ToolCallRecord",
     "ToolDeclarationError",
+    "ToolError",
+    "TurnContext",
+    "TurnState",
     "TurnkitError",
     "UnknownToolError",
     "Violation",
+    "as_langchain_tool",
+    "as_langchain_tools",
+    "build_turn_graph",
+    "chat",
     "check_schema",
     "model_name",
     "model_names",
     "open_async_storage",
     "open_ledger",
     "open_storage",
+    "tool",
     "validate",
 ]
 

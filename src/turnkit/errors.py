@@ -9,7 +9,9 @@ lookup of a tool that does not exist) raises one of these::
      ├── SchemaError            (ValueError)  a JSON Schema outside turnkit's subset
      ├── CallerError            (ValueError)  a Caller that cannot identify anyone
      ├── ModuleError            (TypeError)   an object passed as a module is not one
-     └── UnknownToolError       (LookupError) a registry lookup of a name that is not registered
+     ├── UnknownToolError       (LookupError) a registry lookup of a name that is not registered
+     ├── AgentBusy              (RuntimeError) a prompt or reset while a prompt is in flight
+     └── AgentTimeout           (TimeoutError) a prompt ran out of time; it was cancelled
 
     ToolError                   raised by a handler on purpose: the caller sees its message
 
@@ -54,6 +56,14 @@ class CallerError(TurnkitError, ValueError):
 
 class ModuleError(TurnkitError, TypeError):
     """An object given to the ``Registry`` as a module lacks ``key`` or ``api_tools()``."""
+
+
+class AgentBusy(TurnkitError, RuntimeError):
+    """An ``Agent`` was asked to prompt or reset while one of its prompts is in flight."""
+
+
+class AgentTimeout(TurnkitError, TimeoutError):
+    """A prompt took longer than its timeout; the run was cancelled and the agent is usable."""
 
 
 class ToolError(Exception):

@@ -1,8 +1,10 @@
 """Registry names and the names a model sees (seed 000: ``Names.to_mcp/1`` and ``dedupe/1``).
 
 A registry name such as ``catalogue.list_products`` becomes the model name
-``catalogue_list_products``. Model APIs accept 1-64 characters of ``[a-zA-Z0-9_-]``: a name that
-does not fit is left out, and of two registry names with one model name the first wins.
+``catalogue_list_products``; a tool of the ``local`` module (a developer's own function, see
+``turnkit.local_tools``) keeps its own name: ``local.get_weather`` is shown as ``get_weather``.
+Model APIs accept 1-64 characters of ``[a-zA-Z0-9_-]``: a name that does not fit is left out, and
+of two registry names with one model name the first wins.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TypeVar
 __all__ = ["is_model_name", "model_name", "model_names"]
 
 _MODEL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+LOCAL_PREFIX = "local."
 
 T = TypeVar("T")
 
@@ -30,7 +33,10 @@ def model_name(registry_name: str) -> str | None:
         >>> model_name("catalogue.list_products")
         'catalogue_list_products'
     """
-    candidate = registry_name.replace(".", "_")
+    if registry_name.startswith(LOCAL_PREFIX):
+        candidate = registry_name[len(LOCAL_PREFIX) :]
+    else:
+        candidate = registry_name.replace(".", "_")
     return candidate if is_model_name(candidate) else None
 
 

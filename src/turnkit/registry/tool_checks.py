@@ -17,6 +17,8 @@ from turnkit.registry.pydantic_schema import is_model_class, schema_from_model
 from turnkit.registry.schema import check_schema
 
 NAME = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*\.[a-z][a-z0-9]*(_[a-z0-9]+)+")
+LOCAL_NAME = re.compile(r"local\.[a-z][a-z0-9_]*")
+"""The developer's own tools (``turnkit.local_tools``) keep their function names."""
 SCOPE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+:[a-z][a-z0-9_]*")
 PERMISSION = re.compile(r"[a-z][a-z0-9_]*([.:][a-z0-9_]+)*")
 NAME_LIMIT = 100
@@ -35,7 +37,7 @@ def name_problems(name: object) -> list[str]:
     problems = []
     if len(name) > NAME_LIMIT:
         problems.append(f"name: {name[:20]!r}... is {len(name)} characters; at most 100 allowed")
-    if not NAME.fullmatch(name):
+    if not NAME.fullmatch(name) and not LOCAL_NAME.fullmatch(name):
         problems.append(
             f"name: {name!r} must be '<namespace>.<verb>_<noun>' in lowercase letters, digits"
             " and underscores, e.g. 'catalogue.list_products'"

@@ -1,0 +1,346 @@
+"""``Agent`` (a stateful session), ``chat`` (one call) and ``AgentPool`` (named agents), seed 001.
+
+An Agent owns a conversation thread: its history lives in the checkpointer under ``thread_id``, so
+an Agent re-created with the same storage and thread id — in another process, days later —
+continues it. Every turn runs the governed turn graph: tools listed per caller, arguments checked,
+results fitted, and writes that need a person wait until ``confirm``.
+
+Example:
+    >>> from turnkit import Agent, tool
+    >>> @tool(read_only=True)
+    ... def get_weather(city: str) -> str:
+    ...     "Get current weather conditions for a city."
+    ...     return f"{city}: 22°C, sunny"
+    >>> agent = Agent("openai:gpt-4o-mini", tools=[get_weather])  # doctest: +SKIP
+    >>> agent.prompt("What's the weather in Lisbon?").content  # doctest: +SKIP
+    'The weather in Lisbon is 22°C and sunny.'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from turnkit._portal import Portal
+from turnkit.errors import AgentBusy, AgentTimeout
+from turnkit.graph.build import build_turn_graph
+from turnkit.graph.context import TurnContext
+from turnkit.local_tools import LocalModule
+from turnkit.models import resolve_model
+from turnkit.registry.caller import Caller
+from turnkit.registry.executor import Executor
+from turnkit.registry.registry import Registry
+from turnkit.registry.settings import Settings
+from turnkit.response import Response
+from turnkit.storage import AsyncStorage, open_async_storage
+from turnkit.structured import instruction, parse
+
+__all__ = ["AGENT_CALLER", "Agent", "AgentPool", "chat"]
+
+AGENT_CALLER = Caller.key("turnkit-agent")
+"""The default caller: a key without scopes, so it sees public tools — an Agent's own tools."""
+
+
+class Agent:
+    """A conversation with a model and governed tools; ``prompt`` runs one turn."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        system: str | None = None,
+        tools: Iterable[object] = (),
+        registry: Registry | None = None,
+        executor: Executor | None = None,
+        caller: Caller | None = None,
+        storage: str | os.PathLike[str] | AsyncStorage | None = None,
+        thread_id: str | None = None,
+        manage_history: bool = True,
+        schema: Any = None,
+        settings: Settings | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        """Bind the model, tools, storage and caller.
+
+        Args:
+            model: a LangChain chat model, or a string such as ``"openai:gpt-4o-mini"``.
+            system: the system prompt, put first in a new thread.
+            tools: functions (``@tool`` or plain), PhoenixAI-style objects, LangChain tools:
+                the ``local`` module, no rights configuration needed.
+            registry: modules with governed tools (combined with ``tools``).
+            executor: an executor to run the tools (then give tools through its registry).
+            caller: whose rights apply; default ``AGENT_CALLER`` (sees public tools only).
+            storage: a SQLite path, ``sqlite:///...`` or ``postgresql://...`` URL, or an
+                ``AsyncStorage``; default: in memory (nothing survives the process).
+            thread_id: the conversation to continue; default a new one.
+            manage_history: False keeps nothing; ``prompt(messages=...)`` gives the history.
+            schema: structured output (pydantic model, JSON Schema, or ``{"field": "type"}``).
+            settings: the turn's settings (``max_rounds``, ``agent_tool_result_chars``, ...).
+            base_url: an OpenAI-compatible server for a string model (vLLM, llama.cpp, Ollama).
+        """
+        if executor is not None and (tools or registry is not None):
+            raise ValueError(
+                "give tools and modules through the executor's registry, or no executor"
+            )
+        self._portal = Portal()
+        self._storage: AsyncStorage | None = None
+        self._lock = threading.Lock()
+        try:
+            self.model = resolve_model(model, base_url=base_url)
+            checkpointer = self._open(storage)
+            ledger = self._storage.ledger if self._storage is not None else None
+            modules = [LocalModule(tools), *(registry.modules.values() if registry else ())]
+            self.executor = executor or Executor(
+                Registry(modules), ledger=ledger, settings=settings
+            )
+        except BaseException:
+            self.close()
+            raise
+        self._owns_executor = executor is None
+        self.caller = caller or AGENT_CALLER
+        self.system = system
+        self.schema = schema
+        self.manage_history = manage_history
+        self.thread_id = thread_id or str(uuid.uuid4())
+        self._pending_thread: str | None = None
+        self.graph = build_turn_graph(
+            self.executor, self.model, settings=settings, checkpointer=checkpointer
+        )
+
+    def _open(self, storage: Any) -> Any:
+        if storage is None:
+            return InMemorySaver()
+        if isinstance(storage, AsyncStorage):
+            self._storage = storage
+        elif isinstance(storage, str | os.PathLike):
+            self._storage = self._portal.run(_opened(storage))
+        else:
+            raise TypeError(
+                "storage must be a SQLite path, a sqlite:/// or postgresql:// URL, or an"
+                f" AsyncStorage (from open_async_storage), got {type(storage).__name__}"
+            )
+        return self._storage.checkpointer
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def prompt(
+        self, text: str, *, timeout: float = 60, messages: Sequence[Any] | None = None
+    ) -> Response:
+        """Send ``text`` and run the turn to its answer (or to writes waiting for a decision).
+
+        Raises:
+            AgentBusy: another prompt of this agent is in flight.
+            AgentTimeout: the turn took longer than ``timeout`` seconds; it was cancelled.
+            StructuredOutputError: a ``schema`` was given and the answer does not match it.
+        """
+        with self._busy():
+            return self._portal.run(self._timed(self._prompt(text, messages), timeout))
+
+    async def aprompt(
+        self, text: str, *, timeout: float = 60, messages: Sequence[Any] | None = None
+    ) -> Response:
+        """Async twin of ``prompt``."""
+        with self._busy():
+            return await self._portal.arun(self._timed(self._prompt(text, messages), timeout))
+
+    def confirm(self, decisions: dict[str, Any], *, timeout: float = 60) -> Response:
+        """Resume the held writes: ``{confirmation_id: "approve" | "reject" | {...}}``.
+
+        A decision is ``"approve"``, ``"reject"``, ``{"action": "reject", "message": ...}`` or
+        ``{"action": "edit", "arguments": {...}}``; an id left out stays held.
+        """
+        with self._busy():
+            return self._portal.run(self._timed(self._resume(decisions), timeout))
+
+    async def aconfirm(self, decisions: dict[str, Any], *, timeout: float = 60) -> Response:
+        """Async twin of ``confirm``."""
+        with self._busy():
+            return await self._portal.arun(self._timed(self._resume(decisions), timeout))
+
+    def get_messages(self) -> list[BaseMessage]:
+        """The conversation so far (empty when ``manage_history`` is False)."""
+        if not self.manage_history:
+            return []
+        state = self._portal.run(self.graph.aget_state(self._config(self.thread_id)))
+        return list(state.values.get("messages", [])) if state.values else []
+
+    def reset(self) -> None:
+        """Start a new conversation; the configuration stays.
+
+        Raises:
+            AgentBusy: a prompt is in flight.
+        """
+        with self._busy():
+            self.thread_id = str(uuid.uuid4())
+            self._pending_thread = None
+
+    def close(self) -> None:
+        """Release the storage, the executor (if the agent made it) and the private loop."""
+        try:
+            if self._storage is not None:
+                self._portal.run(self._storage.aclose())
+            if getattr(self, "_owns_executor", False):
+                self.executor.close()
+        finally:
+            self._portal.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- inside the private loop ------------------------------------------------------------
+
+    @contextmanager
+    def _busy(self) -> Iterator[None]:
+        if not self._lock.acquire(blocking=False):
+            raise AgentBusy("this agent is answering a prompt; wait for it before the next call")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    async def _timed(self, run: Any, timeout: float) -> Response:
+        try:
+            return await asyncio.wait_for(run, timeout)
+        except TimeoutError:
+            raise AgentTimeout(
+                f"the turn took longer than {timeout:g} s and was cancelled; the agent is ready"
+                " for the next prompt"
+            ) from None
+
+    async def _prompt(self, text: str, messages: Sequence[Any] | None) -> Response:
+        if self.manage_history:
+            if messages is not None:
+                raise ValueError("messages= is for manage_history=False; this agent keeps history")
+            thread = self.thread_id
+            state = await self.graph.aget_state(self._config(thread))
+            new = [] if state.values.get("messages") else self._preamble()
+        else:
+            thread = self._pending_thread = f"stateless-{uuid.uuid4()}"
+            new = self._preamble() + convert_to_messages(list(messages or []))
+        human = HumanMessage(text, id=str(uuid.uuid4()))
+        return await self._run({"messages": [*new, human]}, thread)
+
+    async def _resume(self, decisions: dict[str, Any]) -> Response:
+        thread = self.thread_id if self.manage_history else self._pending_thread
+        if thread is None:
+            raise ValueError("no writes are waiting for a decision")
+        return await self._run(Command(resume=decisions), thread)
+
+    async def _run(self, request: Any, thread: str) -> Response:
+        config = self._config(thread)
+        result = await self.graph.ainvoke(request, config, context=TurnContext(caller=self.caller))
+        messages = result.get("messages", [])
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        response = Response.of_turn(messages[start + 1 :], result.get("__interrupt__"))
+        if not self.manage_history and not response.pending:
+            await self.graph.checkpointer.adelete_thread(thread)  # type: ignore[union-attr]
+            self._pending_thread = None
+        if self.schema is not None and not response.pending:
+            response = _with_parsed(response, parse(response.content, self.schema))
+        return response
+
+    def _preamble(self) -> list[BaseMessage]:
+        parts = [self.system] if self.system else []
+        if self.schema is not None:
+            parts.append(instruction(self.schema))
+        return [SystemMessage("\n\n".join(parts))] if parts else []
+
+    @staticmethod
+    def _config(thread: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread}}
+
+
+async def _opened(url: Any) -> AsyncStorage:
+    return await open_async_storage(url)
+
+
+def _with_parsed(response: Response, parsed: Any) -> Response:
+    from dataclasses import replace
+
+    return replace(response, parsed=parsed)
+
+
+def chat(
+    messages: Sequence[Any] | str,
+    *,
+    model: Any,
+    tools: Iterable[object] = (),
+    schema: Any = None,
+    system: str | None = None,
+    caller: Caller | None = None,
+    registry: Registry | None = None,
+    base_url: str | None = None,
+    timeout: float = 60,
+) -> Response:
+    """One turn on ``messages`` (the last one is usually the user's): tools run, the answer comes.
+
+    Keeps nothing afterwards; writes that wait for a person are listed in ``Response.pending``
+    (decide them with an ``Agent`` instead when you need to resume the turn).
+
+    Example:
+        >>> chat("Weather in Lisbon?", model=model, tools=[get_weather])  # doctest: +SKIP
+    """
+    history = [messages] if isinstance(messages, str) else list(messages)
+    *before, last = convert_to_messages(history)
+    agent = Agent(
+        model,
+        tools=tools,
+        schema=schema,
+        system=system,
+        caller=caller,
+        registry=registry,
+        manage_history=False,
+        base_url=base_url,
+    )
+    try:
+        return agent.prompt(last.text, messages=before, timeout=timeout)
+    finally:
+        agent.close()
+
+
+class AgentPool:
+    """Named agents: the same ``Agent`` for the same name, made once by its factory.
+
+    Example:
+        >>> pool = AgentPool()
+        >>> pool.get("support:42", lambda: Agent(model, system="You help."))  # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self._agents: dict[str, Agent] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, factory: Callable[[], Agent]) -> Agent:
+        """The agent called ``name``, made by ``factory`` the first time."""
+        with self._lock:
+            agent = self._agents.get(name)
+            if agent is None:
+                agent = self._agents[name] = factory()
+            return agent
+
+    def drop(self, name: str) -> None:
+        """Close and forget the agent called ``name`` (nothing happens if there is none)."""
+        with self._lock:
+            agent = self._agents.pop(name, None)
+        if agent is not None:
+            agent.close()
+
+    def names(self) -> list[str]:
+        """The names of the agents in the pool."""
+        with self._lock:
+            return list(self._agents)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._agents
