@@ -342,3 +342,18 @@ def test_a_caller_sent_as_data_is_refused_even_with_a_default(turn):
             CONFIG,
             context={"caller": {"kind": "session", "user_id": "alice"}},
         )
+
+
+def test_a_turn_stopped_after_the_model_call_leaves_a_history_the_next_turn_repairs(turn, shop):
+    graph, model = turn({"tool_calls": [call("shop_list_products")]}, "Fresh start.")
+    graph.invoke(
+        {"messages": [HumanMessage("list")]}, CONFIG, context=ALICE, interrupt_after=["call_model"]
+    )
+    final = start(graph, "something else")
+    seen = model.calls[-1]["messages"]
+    kinds = [type(m).__name__ for m in seen]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "HumanMessage"]
+    assert json.loads(seen[2].content)["error"]["code"] == "in_progress"
+    assert seen[3].content == "something else"
+    assert final["messages"][-1].content == "Fresh start."
+    assert shop.writes() == []

@@ -2,7 +2,8 @@
 
 Also reconciles writes held in earlier turns (a new user message was sent instead of a resume): a
 confirmation decided since — from the CLI, another process — gets its held tool message replaced by
-the outcome; one still pending stays held and is listed again in the next interrupt.
+the outcome; one still pending stays held and is listed again in the next interrupt. And repairs
+a history that a stopped turn left invalid: tool calls without answers get one (``repaired``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import fitted, tool_message
+from turnkit.nodes.messages import fitted, repaired, tool_message
 from turnkit.nodes.tools import for_model
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.tool import Tool
@@ -29,7 +30,7 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     held = state.get("held") or []
     found = [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
     limit = bound.settings_now().agent_tool_result_chars
-    return _update(tools, held, found, limit)
+    return _update(tools, held, found, limit, state.get("messages") or [])
 
 
 async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
@@ -40,11 +41,15 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     held = state.get("held") or []
     found = [await executor.ledger.aget_confirmation(h["confirmation_id"]) for h in held]
     limit = (await bound.asettings_now()).agent_tool_result_chars
-    return _update(tools, held, found, limit)
+    return _update(tools, held, found, limit, state.get("messages") or [])
 
 
 def _update(
-    tools: list[Tool], held: list[HeldCall], found: list[Confirmation | None], limit: int
+    tools: list[Tool],
+    held: list[HeldCall],
+    found: list[Confirmation | None],
+    limit: int,
+    messages: list[Any],
 ) -> dict[str, Any]:
     definitions, by_name = for_model(tools)
     update: dict[str, Any] = {
@@ -54,8 +59,9 @@ def _update(
         "calls": [],
         "answers": {},
     }
+    replaced: list[Any] = []
     if held:
-        still, replaced = [], []
+        still = []
         for call, confirmation in zip(held, found, strict=True):
             if confirmation is not None and confirmation.outcome is not None:
                 content = fitted(confirmation.outcome, limit)
@@ -65,6 +71,7 @@ def _update(
             else:
                 still.append(call)
         update["held"] = still
-        if replaced:
-            update["messages"] = replaced
+    changes = replaced + repaired(messages)
+    if changes:
+        update["messages"] = changes
     return update

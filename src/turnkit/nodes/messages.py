@@ -11,7 +11,13 @@ import json
 import uuid
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 
 from turnkit.nodes.tools import fit
 from turnkit.registry import answers
@@ -28,6 +34,10 @@ INVALID_JSON = (
 )
 SCHEMA = (
     "The arguments of {name!r} do not match its parameters; fix these and call it again: {listed}"
+)
+INTERRUPTED = (
+    "This call was not answered: the turn was stopped (a timeout, a crash, or a new message)"
+    " before it ran or before its result was kept. Check the data before calling it again."
 )
 ROUND_LIMIT = (
     "I stopped after {rounds} rounds of tool calls without reaching an answer, which is the limit"
@@ -56,6 +66,39 @@ def tool_message(tool_call_id: str, content: Any, *, message_id: str | None = No
 def fitted(answer: dict[str, Any], limit: int) -> Any:
     """An answer as the model receives it (and the checkpoint keeps it)."""
     return fit(answer, limit)
+
+
+def repaired(messages: list[AnyMessage]) -> list[AnyMessage]:
+    """Updates that answer tool calls a stopped turn left unanswered, so the history stays valid.
+
+    A model API refuses a history in which an assistant's tool call has no tool message. When a
+    turn was cancelled or crashed between the model's call and its answers, and a new user message
+    came after it, the tool messages go before that user message: the user message is removed
+    and added again (with a new id) after them.
+    """
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    missing = [
+        call["id"]
+        for m in messages
+        if isinstance(m, AIMessage)
+        for call in m.tool_calls
+        if call.get("id") and call["id"] not in answered
+    ]
+    missing += [
+        call["id"]
+        for m in messages
+        if isinstance(m, AIMessage)
+        for call in m.invalid_tool_calls
+        if call.get("id") and call["id"] not in answered
+    ]
+    if not missing:
+        return []
+    fixes: list[AnyMessage] = [error_message(cid, "in_progress", INTERRUPTED) for cid in missing]
+    last = messages[-1]
+    if isinstance(last, HumanMessage):
+        fresh = last.model_copy(update={"id": str(uuid.uuid4())})
+        return [RemoveMessage(id=last.id or ""), *fixes, fresh]
+    return fixes
 
 
 def last_ai(messages: list[AnyMessage]) -> AIMessage | None:
