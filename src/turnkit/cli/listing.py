@@ -1,0 +1,49 @@
+"""``turnkit tools``: which tools a caller sees now, and which of them wait for a confirmation."""
+
+from __future__ import annotations
+
+import typer
+
+from turnkit.registry.caller import Caller
+from turnkit.registry.executor import Executor
+from turnkit.registry.names import model_name
+from turnkit.registry.tool import Tool
+
+
+def caller_of(spec: str, scopes: list[str]) -> Caller:
+    """``session:<user>``, ``key:<key id>`` or ``public`` as a ``Caller``."""
+    kind, _, ident = spec.partition(":")
+    if kind == "session" and ident:
+        return Caller.session(ident)
+    if kind == "key" and ident:
+        return Caller.key(ident, scopes=scopes, user_id="demo")
+    if kind == "public":
+        return Caller.public()
+    raise typer.BadParameter(f"{spec!r}: use session:<user>, key:<key id> or public")
+
+
+def rows(executor: Executor, caller: Caller) -> list[dict[str, str]]:
+    """One row per tool the caller may see now."""
+    settings = executor.settings_now()
+    return [
+        {
+            "name": tool.name,
+            "model": model_name(tool.name) or "(hidden: name too long)",
+            "kind": "write" if tool.is_write else "read",
+            "scope": tool.scope or "-",
+            "confirm": _confirmation(tool, caller, settings.confirm_batch_over),
+        }
+        for tool in executor.visible_for(caller)
+    ]
+
+
+def _confirmation(tool: Tool, caller: Caller, batch_over: int) -> str:
+    if tool.is_write and caller.kind == "session":
+        return "yes: the agent acts for a person"
+    if tool.danger == "always":
+        return "yes: always"
+    if callable(tool.danger):
+        return "depends on the input"
+    if tool.is_write and tool.audience == "admin":
+        return f"when a list has over {batch_over} items"
+    return "no"
