@@ -22,6 +22,7 @@ def approve(ledger_url: str, log: str, confirmation_id: str, barrier: Any, resul
         results.put(executor.confirm(confirmation_id, Caller.session("alice"), "approve"))
     finally:
         executor.close()
+        executor.ledger.close()
 
 
 def execute_with_key(ledger_url: str, log: str, key: str, input: dict, results: Any) -> None:
@@ -32,6 +33,7 @@ def execute_with_key(ledger_url: str, log: str, key: str, input: dict, results: 
         results.put(executor.execute(caller, "shop.set_prices", input, {"idempotency_key": key}))
     finally:
         executor.close()
+        executor.ledger.close()
 
 
 class _CrashingShop(Shop):

@@ -118,11 +118,14 @@ def test_replay_survives_a_restart_in_a_new_process(executor, key, shop, ledger_
 def test_replay_survives_a_brand_new_executor_on_the_same_database(ledger_url, rights, shop, key):
     from turnkit import open_ledger
 
-    first = Executor(Registry([shop]), ledger=open_ledger(ledger_url), permissions=rights)
+    ledgers = [open_ledger(ledger_url), open_ledger(ledger_url)]
+    first = Executor(Registry([shop]), ledger=ledgers[0], permissions=rights)
     answer = first.execute(key, "shop.set_prices", prices(), {"idempotency_key": "r2"})
     first.close()
-    second = Executor(Registry([shop]), ledger=open_ledger(ledger_url), permissions=rights)
+    second = Executor(Registry([shop]), ledger=ledgers[1], permissions=rights)
     again = second.execute(key, "shop.set_prices", prices(), {"idempotency_key": "r2"})
     second.close()
+    for ledger in ledgers:
+        ledger.close()
     assert again == {**answer, "replayed": True}
     assert len(shop.writes()) == 1

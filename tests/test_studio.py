@@ -14,19 +14,18 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
 
+from _openai_server import OpenAIServer, call, reply
 from turnkit.demo import Catalogue
 
 REPO = Path(__file__).resolve().parents[1]
@@ -217,90 +216,29 @@ async def test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume(start
     assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
 
 
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    """chat.completions on 127.0.0.1: first a call of ``catalogue_get_product``, then text."""
-
-    requests: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "body": body})
-        if body["messages"][-1]["role"] == "tool":
-            found = json.loads(body["messages"][-1]["content"])["result"]["product"]
-            message: dict[str, Any] = {"content": f"{found['name']} costs {found['price']}."}
-        else:
-            arguments = json.dumps({"sku": "TEA-0001"})
-            message = {
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_fake_1",
-                        "type": "function",
-                        "function": {"name": "catalogue_get_product", "arguments": arguments},
-                    }
-                ],
-            }
-        finish = "tool_calls" if "tool_calls" in message else "stop"
-        if not body.get("stream"):
-            choice = {"index": 0, "message": {"role": "assistant", **message}}
-            self._send("application/json", _completion("chat.completion", choice, finish))
-            return
-        for index, call in enumerate(message.get("tool_calls", [])):
-            call["index"] = index
-        events = [
-            _completion(
-                "chat.completion.chunk",
-                {"index": 0, "delta": {"role": "assistant", **message}},
-                None,
-            ),
-            _completion("chat.completion.chunk", {"index": 0, "delta": {}}, finish),
-            b"[DONE]",
-        ]
-        self._send("text/event-stream", b"".join(b"data: " + e + b"\n\n" for e in events))
-
-    def _send(self, content_type: str, data: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def _completion(kind: str, choice: dict[str, Any], finish: str | None) -> bytes:
-    return json.dumps(
-        {
-            "id": "chatcmpl-fake",
-            "object": kind,
-            "created": 0,
-            "model": "fake-model",
-            "choices": [{**choice, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-    ).encode()
+def _look_up_then_answer(body: dict[str, Any]) -> Any:
+    """First a call of ``catalogue_get_product``, then text from the product it returned."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        found = json.loads(last["content"])["result"]["product"]
+        return f"{found['name']} costs {found['price']}."
+    return reply(tool_calls=[call("catalogue_get_product", {"sku": "TEA-0001"})])
 
 
 @pytest.fixture
-def fake_openai() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    _FakeOpenAI.requests = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    worker = threading.Thread(target=httpd.serve_forever, daemon=True)
-    worker.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", _FakeOpenAI.requests
-    httpd.shutdown()
-    httpd.server_close()
-    worker.join(10)
+def fake_openai() -> Iterator[OpenAIServer]:
+    """A chat.completions server for two turns (four model calls) of ``_look_up_then_answer``."""
+    with OpenAIServer([_look_up_then_answer] * 4) as server:
+        yield server
+    server.assert_done()
 
 
 async def test_studio_uses_an_openai_compatible_endpoint_when_one_is_configured(
     start_studio, fake_openai, tmp_path
 ):
-    base_url, requests = fake_openai
     server = start_studio(
         TURNKIT_DEMO_DB=str(tmp_path / "openai" / "catalogue.sqlite"),
-        OPENAI_BASE_URL=base_url,
+        OPENAI_BASE_URL=fake_openai.url,
         TURNKIT_MODEL="fake-model",
     )
     question = {"messages": [{"role": "user", "content": "what does TEA-0001 cost?"}]}
@@ -314,9 +252,9 @@ async def test_studio_uses_an_openai_compatible_endpoint_when_one_is_configured(
     streamed = [e.data for e in events if e.event == "values"][-1]
     assert streamed["messages"][-1]["content"] == "Sencha green tea costs 4.36."
     assert done["messages"][-1]["content"] == "Sencha green tea costs 4.36."
-    assert [r["path"] for r in requests] == ["/v1/chat/completions"] * 4
-    assert [bool(r["body"].get("stream")) for r in requests] == [False, False, True, True]
-    first = requests[0]["body"]
+    requests = fake_openai.requests  # all to POST /v1/chat/completions, or errors were recorded
+    assert [bool(body.get("stream")) for body in requests] == [False, False, True, True]
+    first = requests[0]
     assert first["model"] == "fake-model"
     names = [tool["function"]["name"] for tool in first["tools"]]
     assert names == [

@@ -19,6 +19,7 @@ class Portal:
     """An event loop running in its own daemon thread until ``close()``."""
 
     def __init__(self, name: str = "turnkit-portal") -> None:
+        self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self._thread.start()
@@ -27,12 +28,14 @@ class Portal:
         """Run ``coroutine`` on the portal and wait for its result (from sync code)."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("Portal.run called from the portal's own loop: await it instead")
+        self._check_open(coroutine)
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the portal and await its result (from another event loop)."""
         if threading.current_thread() is self._thread:
             return await coroutine
+        self._check_open(coroutine)
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return await asyncio.wrap_future(future)
@@ -40,10 +43,21 @@ class Portal:
             future.cancel()
             raise
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._closed
+
+    def _check_open(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        if self._closed:
+            coroutine.close()
+            raise RuntimeError("this agent is closed: create a new one")
+
     def close(self) -> None:
         """Stop the loop and its thread."""
-        if self._loop.is_closed():
+        if self._closed:
             return
+        self._closed = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()

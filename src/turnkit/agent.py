@@ -28,6 +28,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from turnkit._portal import Portal
@@ -36,8 +37,9 @@ from turnkit.graph.build import build_turn_graph
 from turnkit.graph.context import TurnContext
 from turnkit.local_tools import LocalModule
 from turnkit.models import resolve_model
-from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor
+from turnkit.nodes.messages import repaired
+from turnkit.registry.caller import Caller, PermissionProvider
+from turnkit.registry.executor import Executor, no_permissions
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.response import Response
@@ -45,6 +47,8 @@ from turnkit.storage import AsyncStorage, open_async_storage
 from turnkit.structured import instruction, parse
 
 __all__ = ["AGENT_CALLER", "Agent", "AgentPool", "chat"]
+
+_UNSEEN = object()
 
 AGENT_CALLER = Caller.key("turnkit-agent")
 """The default caller: a key without scopes, so it sees public tools — an Agent's own tools."""
@@ -62,6 +66,7 @@ class Agent:
         registry: Registry | None = None,
         executor: Executor | None = None,
         caller: Caller | None = None,
+        permissions: PermissionProvider | None = None,
         storage: str | os.PathLike[str] | AsyncStorage | None = None,
         thread_id: str | None = None,
         manage_history: bool = True,
@@ -79,6 +84,7 @@ class Agent:
             registry: modules with governed tools (combined with ``tools``).
             executor: an executor to run the tools (then give tools through its registry).
             caller: whose rights apply; default ``AGENT_CALLER`` (sees public tools only).
+            permissions: the application's permission provider for the registry's tools.
             storage: a SQLite path, ``sqlite:///...`` or ``postgresql://...`` URL, or an
                 ``AsyncStorage``; default: in memory (nothing survives the process).
             thread_id: the conversation to continue; default a new one.
@@ -87,9 +93,9 @@ class Agent:
             settings: the turn's settings (``max_rounds``, ``agent_tool_result_chars``, ...).
             base_url: an OpenAI-compatible server for a string model (vLLM, llama.cpp, Ollama).
         """
-        if executor is not None and (tools or registry is not None):
+        if executor is not None and (tools or registry is not None or permissions is not None):
             raise ValueError(
-                "give tools and modules through the executor's registry, or no executor"
+                "give tools, modules and permissions through the executor, or no executor"
             )
         self._portal = Portal()
         self._storage: AsyncStorage | None = None
@@ -100,7 +106,10 @@ class Agent:
             ledger = self._storage.ledger if self._storage is not None else None
             modules = [LocalModule(tools), *(registry.modules.values() if registry else ())]
             self.executor = executor or Executor(
-                Registry(modules), ledger=ledger, settings=settings
+                Registry(modules),
+                ledger=ledger,
+                settings=settings,
+                permissions=permissions or no_permissions,
             )
         except BaseException:
             self.close()
@@ -171,7 +180,8 @@ class Agent:
         if not self.manage_history:
             return []
         state = self._portal.run(self.graph.aget_state(self._config(self.thread_id)))
-        return list(state.values.get("messages", [])) if state.values else []
+        messages = list(state.values.get("messages", [])) if state.values else []
+        return add_messages(messages, repaired(messages))  # a stopped turn's calls answered
 
     def reset(self) -> None:
         """Start a new conversation; the configuration stays.
@@ -203,6 +213,8 @@ class Agent:
 
     @contextmanager
     def _busy(self) -> Iterator[None]:
+        if self._portal.closed:
+            raise RuntimeError("this agent is closed: create a new one")
         if not self._lock.acquire(blocking=False):
             raise AgentBusy("this agent is answering a prompt; wait for it before the next call")
         try:
@@ -230,7 +242,12 @@ class Agent:
             thread = self._pending_thread = f"stateless-{uuid.uuid4()}"
             new = self._preamble() + convert_to_messages(list(messages or []))
         human = HumanMessage(text, id=str(uuid.uuid4()))
-        return await self._run({"messages": [*new, human]}, thread)
+        try:
+            return await self._run({"messages": [*new, human]}, thread)
+        except BaseException:
+            if not self.manage_history:  # a failed stateless turn leaves nothing behind
+                await asyncio.shield(self._forget(thread))
+            raise
 
     async def _resume(self, decisions: dict[str, Any]) -> Response:
         thread = self.thread_id if self.manage_history else self._pending_thread
@@ -240,16 +257,22 @@ class Agent:
 
     async def _run(self, request: Any, thread: str) -> Response:
         config = self._config(thread)
+        before = await self.graph.aget_state(config)
+        seen = {m.id: m.content for m in (before.values or {}).get("messages", [])}
         result = await self.graph.ainvoke(request, config, context=TurnContext(caller=self.caller))
         messages = result.get("messages", [])
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
-        response = Response.of_turn(messages[start + 1 :], result.get("__interrupt__"))
+        new = [m for m in messages[start + 1 :] if seen.get(m.id, _UNSEEN) != m.content]
+        response = Response.of_turn(new, result.get("__interrupt__"), final=messages[-1])
         if not self.manage_history and not response.pending:
-            await self.graph.checkpointer.adelete_thread(thread)  # type: ignore[union-attr]
-            self._pending_thread = None
+            await self._forget(thread)
         if self.schema is not None and not response.pending:
             response = _with_parsed(response, parse(response.content, self.schema))
         return response
+
+    async def _forget(self, thread: str) -> None:
+        await self.graph.checkpointer.adelete_thread(thread)  # type: ignore[union-attr]
+        self._pending_thread = None
 
     def _preamble(self) -> list[BaseMessage]:
         parts = [self.system] if self.system else []

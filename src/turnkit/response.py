@@ -59,8 +59,12 @@ class Response:
     """The turn's new messages."""
 
     @classmethod
-    def of_turn(cls, messages: list[BaseMessage], interrupts: Any = None) -> Response:
-        """The response for the messages a turn added (and its interrupt, if it stopped at one)."""
+    def of_turn(
+        cls, messages: list[BaseMessage], interrupts: Any = None, *, final: Any = None
+    ) -> Response:
+        """The response for the messages a turn (or a resume) added, and its interrupt if it
+        stopped at one; ``final`` is the conversation's last message (default: the last added).
+        A resume reports only what it added: usage and tool calls are not counted twice."""
         answers = {m.tool_call_id: _json(m.content) for m in messages if isinstance(m, ToolMessage)}
         calls, usage = [], {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         for message in messages:
@@ -79,7 +83,7 @@ class Response:
                     )
                 )
         pending = [_pending(c) for i in interrupts or () for c in i.value.get("confirmations", [])]
-        last = messages[-1] if messages else None
+        last = final if final is not None else (messages[-1] if messages else None)
         content = last.text if isinstance(last, AIMessage) and not pending else ""
         return cls(
             content=content, tool_calls=calls, usage=usage, pending=pending, messages=messages
