@@ -357,3 +357,16 @@ def test_a_turn_stopped_after_the_model_call_leaves_a_history_the_next_turn_repa
     assert seen[3].content == "something else"
     assert final["messages"][-1].content == "Fresh start."
     assert shop.writes() == []
+
+
+def test_a_graph_without_a_checkpointer_runs_a_turn_sync_and_async(executor):
+    model = ScriptedModel([{"tool_calls": [call("shop_list_products")]}, "Listed.", "Again."])
+    graph = build_turn_graph(executor, model)
+    key = TurnContext(caller=Caller.key("k", user_id="alice", scopes={"shop.products:read"}))
+    assert graph.invoke({"messages": [HumanMessage("list")]}, context=key)["messages"][
+        -1
+    ].content == ("Listed.")
+    import asyncio
+
+    result = asyncio.run(graph.ainvoke({"messages": [HumanMessage("again")]}, context=key))
+    assert result["messages"][-1].content == "Again."

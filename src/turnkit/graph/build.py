@@ -116,4 +116,6 @@ def build_turn_graph(
     """
     graph = builder(executor, model, settings=settings, default_caller=default_caller)
     compiled = graph.compile(checkpointer=checkpointer, store=store, name="turnkit")
+    if checkpointer is None:  # nothing to make durable (and LangGraph 1.2 fails on "sync" then)
+        return compiled
     return compiled.with_config({"configurable": {CONFIG_KEY_DURABILITY: durability}})

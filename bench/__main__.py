@@ -1,0 +1,96 @@
+"""Run every benchmark and print one table: ``python -m bench [--quick] [--only NAME ...]``.
+
+From the repository root. ``--quick`` runs fewer turns, rounds and calls (a smoke pass of a
+minute or so); the full run takes a few minutes. PostgreSQL rows need
+``TURNKIT_BENCH_POSTGRES_URL`` (or ``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped
+with a note. Ratios compare with a peer measured in the same run (see each scenario's docstring);
+nothing here asserts an absolute time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+try:
+    from bench import _common
+except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repository is not
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench import _common
+
+from bench import checkpoint_growth, concurrency, fit, for_model, turn_overhead, validate
+
+Scenario = Callable[[bool], list[dict[str, Any]]]
+
+
+def validate_rows(quick: bool = False) -> list[dict[str, Any]]:
+    """``validate.run()`` as table rows: turnkit ÷ jsonschema, and the 5 µs target."""
+    batches = validate.BATCHES
+    if quick:
+        validate.BATCHES = 7
+    try:
+        found = validate.run()
+    finally:
+        validate.BATCHES = batches
+    times = {(r["name"], r["case"]): r["median_us"] for r in found}
+    rows = []
+    for case in validate.CASES:
+        ours, peer = times["turnkit.validate", case], times["jsonschema", case]
+        target: dict[str, Any] = {}
+        if case == "valid":
+            target = {"target": f"<= {validate.TARGET_US:g} µs", "met": ours <= validate.TARGET_US}
+        rows.append(
+            _common.row(
+                "validate",
+                f"{case} input: turnkit (÷ jsonschema)",
+                ours,
+                "µs",
+                ratio=ours / peer,
+                **target,
+            )
+        )
+        rows.append(_common.row("validate", f"{case} input: jsonschema", peer, "µs"))
+    return rows
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "turn_overhead": turn_overhead.run,
+    "validate": validate_rows,
+    "for_model": for_model.run,
+    "fit": fit.run,
+    "checkpoint_growth": checkpoint_growth.run,
+    "concurrency": concurrency.run,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, a smoke pass")
+    parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), help="these scenarios")
+    args = parser.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for name, scenario in SCENARIOS.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        begun = time.perf_counter()
+        rows += scenario(args.quick)
+        print(f"  {name}: {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
+    print(_common.format_table(rows))
+    missed = [r for r in rows if r.get("met") is False]
+    print(
+        f"\n{len(rows)} rows in {time.perf_counter() - started:.0f} s;"
+        f" targets met: {sum(r.get('met') is True for r in rows)},"
+        f" missed: {len(missed)}"
+        + (" (" + "; ".join(r["case"] for r in missed) + ")" if missed else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

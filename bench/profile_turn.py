@@ -1,0 +1,148 @@
+"""Where one turnkit turn spends its time: ledger round trips, settings reads, and a profile.
+
+Not part of ``python -m bench``'s table: a diagnostic. Runs the ``turn_overhead`` read turn (one
+user message, one read tool call, the final answer) on turnkit's graph without a checkpointer
+(the executor's default SQLite ledger) and counts, per turn, every ledger method called, every SQL
+statement it sent (``_run``/``_rows``) and the time spent in them; then profiles a batch of turns
+with cProfile and prints the top functions by cumulative time.
+
+    .venv/bin/python bench/profile_turn.py [--turns N] [--top N]
+        [--checkpointer none|memory|sqlite|postgres] [--durability sync|async|exit]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import functools
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+try:
+    from bench import _common
+except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repository is not
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench import _common
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench.turn_overhead import CONTEXT, QUESTION
+from turnkit.graph import build_turn_graph
+from turnkit.registry.ledger import Ledger
+from turnkit.storage import open_storage
+
+METHODS = [
+    name
+    for name, value in vars(Ledger).items()
+    if callable(value) and not name.startswith("_") and name[1:] not in vars(Ledger)
+] + ["_run", "_rows"]
+
+
+class Tally:
+    """Calls and seconds per ledger method, wrapped on one ledger instance."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.seconds: collections.Counter[str] = collections.Counter()
+        for name in METHODS:
+            method = getattr(ledger, name, None)
+            if method is not None:
+                setattr(ledger, name, self._wrap(name, method))
+
+    def _wrap(self, name: str, method: Any) -> Any:
+        @functools.wraps(method)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.calls[name] += 1
+                self.seconds[name] += time.perf_counter() - start
+
+        return counted
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.seconds.clear()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300)
+    backends = ("none", "memory", "sqlite", "postgres")
+    parser.add_argument("--checkpointer", choices=backends, default="none")
+    parser.add_argument("--durability", choices=("sync", "async", "exit"), default="sync")
+    parser.add_argument("--top", type=int, default=30)
+    args = parser.parse_args(argv)
+
+    folder = tempfile.mkdtemp(prefix="turnkit-profile-")
+    storage = None
+    schema = None
+    if args.checkpointer in ("sqlite", "postgres"):
+        if args.checkpointer == "postgres":
+            base = _common.postgres_url()
+            if base is None:
+                raise SystemExit(_common.postgres_note())
+            schema = _common.postgres_schema(base)
+            storage = open_storage(schema.__enter__())
+        else:
+            storage = open_storage(Path(folder) / "turnkit.sqlite")
+        executor, saver = _common.turnkit_executor(storage.ledger), storage.checkpointer
+    else:
+        executor = _common.turnkit_executor()
+        saver = InMemorySaver() if args.checkpointer == "memory" else None
+    durability = args.durability if saver is not None else "async"  # see turn_overhead.py
+    graph = build_turn_graph(
+        executor, _common.EndlessModel(), checkpointer=saver, durability=durability
+    )
+    counter = iter(range(10**9))
+
+    def turn() -> Any:
+        config = {"configurable": {"thread_id": f"t-{next(counter)}"}} if saver else None
+        return graph.invoke({"messages": [HumanMessage(QUESTION)]}, config, context=CONTEXT)
+
+    for _ in range(30):
+        turn()
+    tally = Tally(executor.ledger)
+    start = time.perf_counter()
+    for _ in range(args.turns):
+        turn()
+    per_turn = (time.perf_counter() - start) / args.turns
+    print(
+        f"checkpointer={args.checkpointer} durability={durability}: "
+        f"{per_turn * 1e3:.3f} ms per turn ({1 / per_turn:.0f} turns/s), ledger (counted):"
+    )
+    for name, calls in tally.calls.most_common():
+        share = tally.seconds[name] / args.turns
+        print(f"  {name:<22} {calls / args.turns:5.1f} per turn  {share * 1e6:8.1f} µs per turn")
+    statements = tally.calls["_run"] + tally.calls["_rows"]
+    seconds = tally.seconds["_run"] + tally.seconds["_rows"]
+    print(
+        f"  = {statements / args.turns:.1f} SQL round trips per turn, "
+        f"{seconds / args.turns * 1e6:.0f} µs per turn "
+        f"({seconds / args.turns / per_turn:.0%} of the turn, timer overhead included)"
+    )
+
+    tally.reset()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(args.turns):
+        turn()
+    profile.disable()
+    print(f"\ncProfile of {args.turns} turns, top {args.top} by cumulative time:")
+    pstats.Stats(profile).strip_dirs().sort_stats("cumulative").print_stats(args.top)
+    executor.close()
+    if storage is not None:
+        storage.close()
+    if schema is not None:
+        schema.__exit__(None, None, None)
+
+
+if __name__ == "__main__":
+    main()
