@@ -11,7 +11,7 @@ from typing import Annotated, Any, NotRequired, TypedDict
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
-__all__ = ["HeldCall", "PendingCall", "TurnState"]
+__all__ = ["HeldCall", "PendingCall", "TurnLimits", "TurnState"]
 
 
 class PendingCall(TypedDict):
@@ -42,6 +42,15 @@ class HeldCall(TypedDict):
     """Why the last decision was not applied (shown in the next interrupt)."""
 
 
+class TurnLimits(TypedDict):
+    """The settings a turn needs on every round, read once at the turn's start."""
+
+    max_rounds: int
+    """Model calls allowed in the turn."""
+    result_chars: int
+    """``agent_tool_result_chars``: the most characters of a result the model receives."""
+
+
 class TurnState(TypedDict, total=False):
     """The state of a turn graph."""
 
@@ -59,3 +68,5 @@ class TurnState(TypedDict, total=False):
     """Tool call id -> the executor's answer (already fitted), for ``fit_results``."""
     held: list[HeldCall]
     """Writes waiting for a decision."""
+    limits: TurnLimits
+    """This turn's limits, read from the settings once at its start (``list_tools``)."""

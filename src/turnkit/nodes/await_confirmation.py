@@ -40,7 +40,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     for cid, decision in _ask(pending, bound).items():
         answer = executor.confirm(cid, caller, decision_of(decision))
         _note(cid, answer, executor.ledger.get_confirmation(cid), settled, problems)
-    return _update(held, settled, problems, bound.settings_now().agent_tool_result_chars)
+    return _update(held, settled, problems, bound.limits(state)[1])
 
 
 async def aawait_confirmation(
@@ -57,7 +57,7 @@ async def aawait_confirmation(
     for cid, decision in _ask(pending, bound).items():
         answer = await executor.aconfirm(cid, caller, decision_of(decision))
         _note(cid, answer, await ledger.aget_confirmation(cid), settled, problems)
-    limit = (await bound.asettings_now()).agent_tool_result_chars
+    _, limit = await bound.alimits(state)
     return _update(held, settled, problems, limit)
 
 

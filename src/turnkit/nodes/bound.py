@@ -36,6 +36,22 @@ class Bound:
             return self.executor.settings_now()
         return self.settings.merged(self.executor.ledger.settings())
 
+    def limits(self, state: Any) -> tuple[int, int]:
+        """``(max_rounds, result_chars)`` of the turn: from its state, else read now."""
+        limits = state.get("limits")
+        if limits:
+            return limits["max_rounds"], limits["result_chars"]
+        settings = self.settings_now()
+        return settings.max_rounds, settings.agent_tool_result_chars
+
+    async def alimits(self, state: Any) -> tuple[int, int]:
+        """Async twin of ``limits``."""
+        limits = state.get("limits")
+        if limits:
+            return limits["max_rounds"], limits["result_chars"]
+        settings = await self.asettings_now()
+        return settings.max_rounds, settings.agent_tool_result_chars
+
     async def asettings_now(self) -> Settings:
         """Async twin of ``settings_now``."""
         if self.settings is None:

@@ -21,7 +21,7 @@ __all__ = ["acall_model", "call_model"]
 def call_model(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
     """Sync node: the model's next message."""
     rounds = state.get("round", 0)
-    limit = bound.settings_now().max_rounds
+    limit, _ = bound.limits(state)
     if rounds >= limit:
         return _stop(limit)
     message = _bound_model(bound, state).invoke(state["messages"])
@@ -31,7 +31,7 @@ def call_model(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
 async def acall_model(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
     """Async node: as ``call_model``."""
     rounds = state.get("round", 0)
-    limit = (await bound.asettings_now()).max_rounds
+    limit, _ = await bound.alimits(state)
     if rounds >= limit:
         return _stop(limit)
     message = await _bound_model(bound, state).ainvoke(state["messages"])

@@ -51,7 +51,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     else:
         with ThreadPoolExecutor(min(len(calls), 8), thread_name_prefix="turnkit-round") as pool:
             results = list(pool.map(run, calls))
-    limit = bound.settings_now().agent_tool_result_chars
+    _, limit = bound.limits(state)
     return _answers(calls, results, limit)
 
 
@@ -68,7 +68,7 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
             for c in calls
         )
     )
-    limit = (await bound.asettings_now()).agent_tool_result_chars
+    _, limit = await bound.alimits(state)
     return _answers(calls, list(results), limit)
 
 

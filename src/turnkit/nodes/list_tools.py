@@ -17,6 +17,7 @@ from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import fitted, repaired, tool_message
 from turnkit.nodes.tools import for_model
 from turnkit.registry.ledger import Confirmation
+from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
 
 __all__ = ["alist_tools", "list_tools"]
@@ -29,8 +30,7 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     tools = executor.visible_for(caller, allow)
     held = state.get("held") or []
     found = [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
-    limit = bound.settings_now().agent_tool_result_chars
-    return _update(tools, held, found, limit, state.get("messages") or [])
+    return _update(tools, held, found, bound.settings_now(), state.get("messages") or [])
 
 
 async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
@@ -40,17 +40,18 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     tools = await executor.avisible_for(caller, allow)
     held = state.get("held") or []
     found = [await executor.ledger.aget_confirmation(h["confirmation_id"]) for h in held]
-    limit = (await bound.asettings_now()).agent_tool_result_chars
-    return _update(tools, held, found, limit, state.get("messages") or [])
+    settings = await bound.asettings_now()
+    return _update(tools, held, found, settings, state.get("messages") or [])
 
 
 def _update(
     tools: list[Tool],
     held: list[HeldCall],
     found: list[Confirmation | None],
-    limit: int,
+    settings: Settings,
     messages: list[Any],
 ) -> dict[str, Any]:
+    limit = settings.agent_tool_result_chars
     definitions, by_name = for_model(tools)
     update: dict[str, Any] = {
         "tools": definitions,
@@ -58,6 +59,7 @@ def _update(
         "round": 0,
         "calls": [],
         "answers": {},
+        "limits": {"max_rounds": settings.max_rounds, "result_chars": limit},
     }
     replaced: list[Any] = []
     if held:

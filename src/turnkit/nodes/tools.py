@@ -38,6 +38,13 @@ def for_model(tools: Iterable[Tool]) -> tuple[list[dict[str, Any]], dict[str, To
     A tool whose model name is not 1-64 characters of ``[a-zA-Z0-9_-]`` is left out; of two tools
     with one model name the first wins. Only a name in the map is ever executed.
     """
+    definitions, chosen = _for_model(tuple(tools))
+    return list(definitions), dict(chosen)
+
+
+@lru_cache(maxsize=256)
+def _for_model(tools: tuple[Tool, ...]) -> tuple[list[dict[str, Any]], dict[str, Tool]]:
+    """Tools are immutable: the definitions of one list of tool objects are built once."""
     chosen = model_names(tools, name_of=_name)
     return [_definition(tool) for tool in chosen.values()], chosen
 

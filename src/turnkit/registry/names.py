@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import TypeVar
 
 __all__ = ["is_model_name", "model_name", "model_names"]
@@ -26,6 +27,7 @@ def is_model_name(name: object) -> bool:
     return isinstance(name, str) and _MODEL_NAME.fullmatch(name) is not None
 
 
+@lru_cache(maxsize=65536)
 def model_name(registry_name: str) -> str | None:
     """The model name of ``registry_name`` (dots become underscores), or None when it is invalid.
 

@@ -65,12 +65,27 @@ def visible(
     enabled: Callable[[str | None], bool],
     allow: Allow = "all",
 ) -> list[Tool]:
-    """The ``tools`` that ``caller`` may see now, in their order."""
+    """The ``tools`` that ``caller`` may see now, in their order.
+
+    Each module's ``enabled()`` is asked once per call, not once per tool.
+    """
+    asked: dict[str | None, bool] = {}
+
+    def enabled_now(module: str | None) -> bool:
+        if module not in asked:
+            asked[module] = enabled(module)
+        return asked[module]
+
     return [
         tool
         for tool in tools
         if hidden_reason(
-            caller, tool, permissions=permissions, settings=settings, enabled=enabled, allow=allow
+            caller,
+            tool,
+            permissions=permissions,
+            settings=settings,
+            enabled=enabled_now,
+            allow=allow,
         )
         is None
     ]
