@@ -82,7 +82,7 @@ class EndlessModel(ScriptedModel):
     def __init__(self, step: Callable[..., Any] = read_then_answer, *, latency: float = 0.0):
         super().__init__([step], latency=latency)
 
-    def _next(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
+    def reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> Any:
         return self._message(self.steps[0](messages, tools))
 
     async def _agenerate(

@@ -35,7 +35,7 @@ from pydantic import PrivateAttr
 
 from turnkit.errors import TurnkitError
 
-__all__ = ["ScriptExhausted", "ScriptedModel", "Step"]
+__all__ = ["ReplyModel", "ScriptExhausted", "ScriptedModel", "Step"]
 
 Step = str | AIMessage | dict[str, Any] | Callable[[list[BaseMessage], list[dict[str, Any]]], Any]
 """A reply: text, an ``AIMessage``, a dict (``content``, ``tool_calls``, ``invalid_tool_calls``),
@@ -46,7 +46,58 @@ class ScriptExhausted(TurnkitError, AssertionError):
     """The scripted model was called more often than its script has steps, or steps were left."""
 
 
-class ScriptedModel(BaseChatModel):
+class ReplyModel(BaseChatModel):
+    """A chat model whose every answer comes from ``reply(messages, tools)``, sync or async,
+    streamed as one chunk (tool calls included). The base of ``ScriptedModel`` and of the demo's
+    scripted model; subclass it for a rule-based double of your own."""
+
+    def reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        """The next message for ``messages`` with ``tools`` bound."""
+        raise NotImplementedError
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        """Bind tools as a real chat model would (OpenAI function format)."""
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self.reply(messages, kwargs.get("tools") or [])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, None, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield _chunk(self.reply(messages, kwargs.get("tools") or []))
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        yield _chunk(self.reply(messages, kwargs.get("tools") or []))
+
+
+class ScriptedModel(ReplyModel):
     """A scripted chat model for tests and the offline demo (it is not a real model).
 
     Tool calls without an ``id`` get a fresh unique one, as real models give. ``calls`` records,
@@ -86,11 +137,8 @@ class ScriptedModel(BaseChatModel):
                 f" unused one is {self.steps[self._position]!r}"
             )
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        """Bind tools as a real chat model would (OpenAI function format)."""
-        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
-
-    def _next(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+    def reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        """The next step of the script, as an ``AIMessage``."""
         with self._lock:
             if self._position >= len(self.steps):
                 last = messages[-1].content if messages else None
@@ -135,43 +183,6 @@ class ScriptedModel(BaseChatModel):
 
     def _fresh_id(self) -> str:
         return f"call_{next(self._ids)}_{uuid.uuid4().hex[:8]}"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        message = self._next(messages, kwargs.get("tools") or [])
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._generate(messages, stop, None, **kwargs)
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        yield _chunk(self._next(messages, kwargs.get("tools") or []))
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        yield _chunk(self._next(messages, kwargs.get("tools") or []))
 
 
 def _chunk(message: AIMessage) -> ChatGenerationChunk:

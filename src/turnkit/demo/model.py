@@ -20,11 +20,9 @@ import json
 import uuid
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from turnkit.testing import ReplyModel
 
 __all__ = ["LIST_TOOL", "PRICE_CUT", "SET_PRICES_TOOL", "ScriptedDemoModel", "scripted_demo_model"]
 
@@ -36,7 +34,7 @@ LABEL = "[scripted demo model]"
 """Every text answer starts with this, so nobody mistakes the script for a real model."""
 
 
-class ScriptedDemoModel(BaseChatModel):
+class ScriptedDemoModel(ReplyModel):
     """A scripted, rule-based chat model for the catalogue demo (see the module docstring)."""
 
     list_limit: int = 5
@@ -45,29 +43,6 @@ class ScriptedDemoModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "turnkit-scripted-demo"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        """Bind tools as a real chat model would (OpenAI function format)."""
-        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        message = self.reply(messages, kwargs.get("tools") or [])
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._generate(messages, stop, None, **kwargs)
 
     def reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         """The scripted next message for ``messages`` with ``tools`` bound."""
