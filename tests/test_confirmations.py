@@ -192,3 +192,69 @@ def test_an_approval_refused_by_the_rate_limit_stays_pending_and_can_be_approved
     clock.now += 60
     assert executor.confirm(held, alice, "approve")["status"] == "ok"
     assert len(shop.writes()) == 1
+
+
+async def test_an_approval_cancelled_mid_write_is_settled_as_unknown_not_stuck(
+    ledger, rights, shop, clock
+):
+    import asyncio
+
+    from turnkit import Executor, Registry, Settings
+
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_delete(input, ctx):
+        started.set()
+        await release.wait()
+        return {"deleted": input["sku"]}
+
+    class Slow:
+        key = "shop"
+
+        def api_tools(self):
+            rights = {"scope": "shop.products:write", "permission": "shop.manage"}
+            return [{"name": "shop.delete_product", "handler": slow_delete, "danger": "always",
+                     **rights}]  # fmt: skip
+
+    executor = Executor(
+        Registry([Slow()]), ledger=ledger, permissions=rights, clock=clock,
+        settings=Settings(handler_timeout=5),
+    )  # fmt: skip
+    key = Caller.key("k", user_id="alice", scopes={"shop.products:write"})
+    held = executor.execute(key, "shop.delete_product", {})["confirmation_id"]
+    task = asyncio.create_task(executor.aconfirm(held, key, "approve"))
+    await asyncio.wait_for(started.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert executor.ledger.get_confirmation(held).status == "running"
+    clock.now += 10  # past handler_timeout and the grace: the run is over, its outcome unknown
+    answer = await executor.aconfirm(held, key, "approve")
+    assert answer["error"]["code"] == "outcome_unknown"
+    assert executor.ledger.get_confirmation(held).status == "done"
+    release.set()
+    executor.close()
+
+
+def test_a_key_whose_scope_was_removed_cannot_approve_its_held_write(executor, shop):
+    key = Caller.key("k-7", user_id="alice", scopes={"shop.products:write"})
+    held = executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"})["confirmation_id"]
+    narrowed = Caller.key("k-7", user_id="alice", scopes=set())
+    answer = executor.confirm(held, narrowed, "approve")
+    assert answer["error"]["code"] == "forbidden"
+    assert "scope" in answer["error"]["details"]["reason"]
+    assert shop.writes() == []
+
+
+def test_an_edit_may_name_its_new_input_arguments(executor, alice, shop, held):
+    answer = executor.confirm(held, alice, {"action": "edit", "arguments": prices("TEA-0009")})
+    assert answer["status"] == "ok"
+    assert shop.writes()[0]["input"] == prices("TEA-0009")
+
+
+def test_a_confirm_token_never_turns_a_dry_run_into_a_write(executor, key, shop):
+    answer = executor.execute(
+        key, "shop.delete_product", {"sku": "TEA-0001"}, {"dry_run": True, "confirm_token": "x"}
+    )
+    assert answer["dry_run"] is True
+    assert shop.writes() == []

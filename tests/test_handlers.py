@@ -568,3 +568,37 @@ def test_a_result_with_a_lone_surrogate_under_a_key_does_not_raise(lab, lab_key)
     record = executor.ledger.get_idempotency(lab_key.identity, "lab.set_odd", "k")
     assert record is not None
     assert record.state == "done"
+
+
+async def test_application_code_never_runs_on_the_event_loop(ledger, rights):
+    import asyncio
+    import threading
+
+    from turnkit import Caller, Executor, Registry
+
+    loop_thread = threading.get_ident()
+    seen: dict[str, int] = {}
+
+    def note(name):
+        def run(*args):
+            seen[name] = threading.get_ident()
+            return name != "danger" and (1 if name == "cost" else True)
+
+        return run
+
+    class Module:
+        key = "lab"
+        enabled = staticmethod(note("enabled"))
+
+        def api_tools(self):
+            return [{"name": "lab.run_job", "audience": "public", "handler": lambda i, c: "ok",
+                     "danger": note("danger"), "cost": note("cost")}]  # fmt: skip
+
+    executor = Executor(Registry([Module()]), ledger=ledger, permissions=rights)
+    answer = await executor.aexecute(Caller.public(), "lab.run_job", {})
+    assert answer["status"] == "ok"
+    await executor.avisible_for(Caller.public())
+    executor.close()
+    assert set(seen) == {"enabled", "danger", "cost"}
+    assert loop_thread not in seen.values()
+    await asyncio.sleep(0)

@@ -78,8 +78,10 @@ def test_a_process_that_died_inside_a_keyed_write_is_never_run_again(
     executor.ledger.set_setting("handler_timeout", 0.1)
     _crash(ledger_url, str(shop.log), key="k-dead")
     answer = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "k-dead"})
-    assert answer["error"]["code"] == "in_progress"
-    assert "outcome is unknown" in answer["error"]["message"]
+    assert answer["error"]["code"] == "outcome_unknown"
+    assert "may or may not have happened" in answer["error"]["message"]
+    again = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "k-dead"})
+    assert again == {**answer, "replayed": True}  # settled: repeats no longer wait
     assert shop.writes() == []
 
 
@@ -91,8 +93,9 @@ def test_a_process_that_died_inside_an_approved_write_is_never_run_again(
     held = executor.execute(alice, "shop.set_prices", prices())["confirmation_id"]
     _crash(ledger_url, str(shop.log), decide=held)
     answer = executor.confirm(held, alice, "approve")
-    assert answer["error"]["code"] == "in_progress"
-    assert executor.ledger.get_confirmation(held).status == "running"
+    assert answer["error"]["code"] == "outcome_unknown"
+    assert executor.ledger.get_confirmation(held).status == "done"
+    assert executor.confirm(held, alice, "reject") == answer  # settled for every decider
     assert shop.writes() == []
 
 

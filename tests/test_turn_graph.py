@@ -193,7 +193,7 @@ def test_a_malformed_decision_is_refused_and_nothing_is_applied(turn, shop, deci
 def test_an_unknown_confirmation_id_is_refused_and_nothing_is_applied(turn, shop):
     graph, _ = turn({"tool_calls": [set_prices("TEA-0001")]}, "Done.")
     (held,) = confirmations(start(graph))
-    with pytest.raises(ValidationError, match="Input should be"):
+    with pytest.raises(ValidationError, match="are not confirmations held in this thread"):
         resume(graph, {"not-a-held-id": "approve", held["confirmation_id"]: "approve"})
     assert shop.writes() == []
     resume(graph, {held["confirmation_id"]: "approve"})
@@ -370,3 +370,15 @@ def test_a_graph_without_a_checkpointer_runs_a_turn_sync_and_async(executor):
 
     result = asyncio.run(graph.ainvoke({"messages": [HumanMessage("again")]}, context=key))
     assert result["messages"][-1].content == "Again."
+
+
+def test_a_resume_naming_a_write_decided_elsewhere_still_applies_the_others(turn, executor, shop):
+    graph, _ = turn(
+        {"tool_calls": [set_prices("TEA-0001"), call("shop_delete_product", sku="TEA-0002")]},
+        "Both handled.",
+    )
+    by_tool = {c["tool"]: c["confirmation_id"] for c in confirmations(start(graph))}
+    executor.confirm(by_tool["shop.set_prices"], Caller.session("alice"), "approve")
+    resume(graph, {by_tool["shop.set_prices"]: "approve", by_tool["shop.delete_product"]: "reject"})
+    assert [w["tool"] for w in shop.writes()] == ["set_prices"]
+    assert executor.ledger.get_confirmation(by_tool["shop.delete_product"]).status == "rejected"

@@ -37,7 +37,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
         held, [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
     )
     problems: dict[str, str] = {}
-    for cid, decision in _ask(pending, bound).items():
+    for cid, decision in _ask(pending, held, bound).items():
         answer = executor.confirm(cid, caller, decision_of(decision))
         _note(cid, answer, executor.ledger.get_confirmation(cid), settled, problems)
     return _update(held, settled, problems, bound.limits(state)[1])
@@ -54,7 +54,7 @@ async def aawait_confirmation(
         held, [await ledger.aget_confirmation(h["confirmation_id"]) for h in held]
     )
     problems: dict[str, str] = {}
-    for cid, decision in _ask(pending, bound).items():
+    for cid, decision in _ask(pending, held, bound).items():
         answer = await executor.aconfirm(cid, caller, decision_of(decision))
         _note(cid, answer, await ledger.aget_confirmation(cid), settled, problems)
     _, limit = await bound.alimits(state)
@@ -78,14 +78,19 @@ def _split(
     return pending, settled
 
 
-def _ask(pending: Pending, bound: Bound) -> dict[str, Any]:
-    """One interrupt for every pending call; the validated decisions by confirmation id."""
+def _ask(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]:
+    """One interrupt for every pending call; the validated decisions by confirmation id.
+
+    Any id held in the thread is accepted, also one decided elsewhere since the person was asked
+    (its decision is then moot: the stored outcome stands).
+    """
     if not pending:
         return {}
     titles = {tool.name: tool.title or tool.name for tool in bound.executor.registry.tools}
-    ids = tuple(confirmation.id for _, confirmation in pending)
+    ids = tuple(call["confirmation_id"] for call in held)
     resume = interrupt(payload(pending, titles), response_schema=resume_schema(ids))
-    return dict(resume.root)
+    waiting = {confirmation.id for _, confirmation in pending}
+    return {cid: decision for cid, decision in resume.root.items() if cid in waiting}
 
 
 def _note(

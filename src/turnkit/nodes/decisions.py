@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from turnkit.nodes.tools import arguments
 from turnkit.registry.confirmations import Decision
@@ -61,9 +61,23 @@ GraphDecision = (
 
 @lru_cache(maxsize=256)
 def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
-    """The resume value for ``ids``: a map from some of those ids to a decision."""
-    keys = Literal[ids]  # type: ignore[valid-type]  # a Literal of the ids held right now
-    return RootModel[dict[keys, GraphDecision]]  # type: ignore[valid-type,return-value]
+    """The resume value for ``ids``: a map from some of those ids to a decision.
+
+    An id that is not held in the thread is refused with a message naming the held ones.
+    """
+
+    class Decisions(RootModel[dict[str, GraphDecision]]):  # type: ignore[misc]
+        @model_validator(mode="after")
+        def _held_ids_only(self) -> Decisions:
+            unknown = sorted(set(self.root) - set(ids))
+            if unknown:
+                raise ValueError(
+                    f"{unknown} are not confirmations held in this thread; the held ones are"
+                    f" {list(ids)}: resume with Command(resume={{<one of those>: decision}})"
+                )
+            return self
+
+    return Decisions
 
 
 def decision_of(value: Any) -> Decision:

@@ -38,6 +38,7 @@ ErrorCode: TypeAlias = Literal[
     "internal_error",
     "timeout",
     "tool_error",
+    "outcome_unknown",
 ]
 """Every error code an answer can carry."""
 

@@ -20,6 +20,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.effects import Pause, Permissions, Steps, Store
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.pipeline import (
+    OUTCOME_UNKNOWN,
     POLL_SECONDS,
     WAIT_GRACE,
     Call,
@@ -89,8 +90,11 @@ def parse_decision(value: object) -> Decision | str:
         return Decision(action=value)  # type: ignore[arg-type]  # checked just above
     if not isinstance(value, Mapping):
         return "a decision is 'approve', 'reject', or an object with 'action'"
-    action, message, new_input = value.get("action"), value.get("message"), value.get("input")
-    unknown = sorted(set(value) - {"action", "message", "input"})
+    if "input" in value and "arguments" in value:
+        return "give the edit's new input once: 'input' or 'arguments'"
+    action, message = value.get("action"), value.get("message")
+    new_input = value.get("input", value.get("arguments"))
+    unknown = sorted(set(value) - {"action", "message", "input", "arguments"})
     if unknown:
         return f"unknown decision fields {unknown}; use 'action', 'message', 'input'"
     if action not in ("approve", "reject", "edit"):
@@ -174,8 +178,8 @@ def confirm_steps(
     )
     if not won:  # another process decided first, or the time ran out just now
         return (yield from _settled(setup, held.id, settings.handler_timeout))
-    run = Call(
-        caller=held.caller,
+    run = Call(  # the held caller deciding runs with their caller now (a key's current scopes)
+        caller=decider if decider.identity == held.caller.identity else held.caller,
         name=held.tool,
         input=held.input if new_input is None else new_input,
         control={"confirm_token": token},
@@ -215,12 +219,18 @@ def _checked_edit(
 def _settled(setup: Setup, confirmation_id: str, timeout: float) -> Steps[Answer]:
     """The stored outcome of a decided confirmation, waiting while its write runs elsewhere."""
     deadline = time.monotonic() + timeout + WAIT_GRACE
+    stale_before = setup.clock() - timeout - WAIT_GRACE
     while True:
         current: Confirmation | None = yield Store("get_confirmation", (confirmation_id,))
         if current is None:
             return answers.error("not_found", f"no confirmation {confirmation_id!r}")
         if current.outcome is not None:
             return current.outcome
+        if current.status == "running" and (current.decided_at or 0) < stale_before:
+            what = f"approved write of {confirmation_id!r}"
+            unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
+            yield Store("abandon_confirmation", (confirmation_id, unknown, stale_before))
+            continue
         if current.status == "pending":
             return answers.error(
                 "in_progress", f"confirmation {confirmation_id!r} is still waiting for a decision"

@@ -55,7 +55,16 @@ class Pause:
     seconds: float
 
 
-Effect: TypeAlias = Permissions | Store | RunHandler | Pause
+@dataclass(frozen=True, slots=True)
+class UserCode:
+    """Call the application's code (a module's ``enabled()``, a danger check, a cost function):
+    it may block, so async runs call it in a worker thread."""
+
+    function: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+Effect: TypeAlias = Permissions | Store | RunHandler | Pause | UserCode
 Steps: TypeAlias = Generator[Effect, Any, T]
 
 
@@ -121,6 +130,8 @@ def _perform(effect: Effect, env: Environment) -> Any:
         return permissions_now(env.permissions, effect.caller)
     if isinstance(effect, RunHandler):
         return _run_sync(effect, env.handler_pool)
+    if isinstance(effect, UserCode):
+        return effect.function(*effect.args)
     time.sleep(effect.seconds)
     return None
 
@@ -133,6 +144,8 @@ async def _aperform(effect: Effect, env: Environment) -> Any:
         return await apermissions_now(env.permissions, effect.caller)
     if isinstance(effect, RunHandler):
         return await _run_async(effect, env.handler_pool)
+    if isinstance(effect, UserCode):
+        return await asyncio.to_thread(effect.function, *effect.args)
     await asyncio.sleep(effect.seconds)
     return None
 

@@ -21,7 +21,7 @@ from turnkit.registry.caller import Caller, PermissionProvider
 from turnkit.registry.confirmations import Decision, confirm_steps
 from turnkit.registry.effects import Environment, Permissions, adrive, drive
 from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger
-from turnkit.registry.pipeline import Call, Setup, execute_steps, settings_now
+from turnkit.registry.pipeline import Call, Setup, enabled_now, execute_steps, settings_now
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
@@ -101,12 +101,14 @@ class Executor:
     def _visible_steps(self, caller: Caller, allow: Allow) -> Any:
         settings = yield from settings_now(self._setup)
         permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
+        modules = {tool.module for tool in self.registry.tools}
+        flags = yield from enabled_now(self.registry, list(modules))
         return visible(
             caller,
             self.registry.tools,
             permissions=permissions,
             settings=settings,
-            enabled=self.registry.is_enabled,
+            enabled=flags.__getitem__,
             allow=allow,
         )
 

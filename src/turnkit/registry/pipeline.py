@@ -20,7 +20,15 @@ from turnkit.registry import answers, steps
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
-from turnkit.registry.effects import HandlerOutcome, Pause, Permissions, RunHandler, Steps, Store
+from turnkit.registry.effects import (
+    HandlerOutcome,
+    Pause,
+    Permissions,
+    RunHandler,
+    Steps,
+    Store,
+    UserCode,
+)
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
@@ -33,6 +41,10 @@ POLL_SECONDS = 0.02
 """How often a call waiting for another process's outcome looks again."""
 WAIT_GRACE = 1.0
 """Seconds beyond the handler timeout that a waiting call waits before answering in_progress."""
+OUTCOME_UNKNOWN = (
+    "the {what} was started but never finished (its process stopped or it was cancelled): the"
+    " write may or may not have happened. Check the data before trying again."
+)
 
 
 @dataclass(slots=True)
@@ -112,7 +124,7 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
         tool,
         permissions=permissions,
         settings=settings,
-        enabled=setup.registry.is_enabled,
+        enabled=(yield from enabled_now(setup.registry, [tool.module])).__getitem__,
         allow=call.allow,
     )
     if reason is not None:
@@ -145,7 +157,7 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
         idempotency_key=key,
     )
     checked = Checked(tool=tool, value=value, digest=digest, ctx=ctx, settings=settings)
-    approved = yield from _approved(call, tool, digest)
+    approved = None if dry else (yield from _approved(call, tool, digest))
     if approved is not None:
         call.confirmation_id = approved.id
         answer = yield from _hold_charge_run(setup, call, checked, approved)
@@ -166,8 +178,8 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
 
     # 6. dry run: nothing charged, held or run
     if dry:
-        would_hold = steps.needs_hold(tool, caller, value, ctx)
-        return answers.dry_run(would_hold, steps.cost_of(tool, value))
+        would_hold = yield from _needs_hold(tool, caller, value, ctx)
+        return answers.dry_run(would_hold, (yield from _cost(tool, value)))
 
     try:
         answer = yield from _hold_charge_run(setup, call, checked, None)
@@ -181,6 +193,26 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
         else:
             yield Store("store_idempotency", (caller.identity, tool.name, key, answer))
     return answer
+
+
+def enabled_now(registry: Registry, modules: list[str | None]) -> Steps[dict[str | None, bool]]:
+    """Whether each module is enabled now; modules with an ``enabled()`` are asked off-loop."""
+    if not any(registry.asks_enabled(module) for module in modules):
+        return {module: registry.is_enabled(module) for module in modules}
+    flags = yield UserCode(lambda: {module: registry.is_enabled(module) for module in modules})
+    return flags
+
+
+def _needs_hold(tool: Tool, caller: Caller, value: Any, ctx: CallContext) -> Steps[bool]:
+    if callable(tool.danger):
+        return (yield UserCode(steps.needs_hold, (tool, caller, value, ctx)))
+    return steps.needs_hold(tool, caller, value, ctx)
+
+
+def _cost(tool: Tool, value: Any) -> Steps[int]:
+    if callable(tool.cost):
+        return (yield UserCode(steps.cost_of, (tool, value)))
+    return steps.cost_of(tool, value)
 
 
 def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]:
@@ -208,7 +240,7 @@ def _hold_charge_run(
     now = setup.clock()
 
     # 7. hold for a person, unless a person approved this very call
-    if approved is None and steps.needs_hold(tool, caller, value, ctx):
+    if approved is None and (yield from _needs_hold(tool, caller, value, ctx)):
         confirmation = Confirmation(
             id=str(uuid.uuid4()),
             caller=caller,
@@ -224,7 +256,7 @@ def _hold_charge_run(
         return answers.held(confirmation.id, iso(confirmation.expires_at))
 
     # 8. rate limit
-    cost = steps.cost_of(tool, value)
+    cost = yield from _cost(tool, value)
     if 0 < settings.rate_limit_units < cost:
         return answers.error(
             "rate_limited",
@@ -319,10 +351,16 @@ def _replay(
             f"idempotency key {key[:80]!r} was used before with a different input for"
             f" {tool.name!r}; use a new key for a new call",
         )
+    where = (call.caller.identity, tool.name, key)
+    stale_before = setup.clock() - settings.handler_timeout - WAIT_GRACE
+    if record.state == "running" and record.created_at < stale_before:
+        unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}"))
+        yield Store("abandon_idempotency", (*where, unknown, stale_before))
+        record = yield Store("get_idempotency", where)
     deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
-    while record.state == "running" and time.monotonic() < deadline:
+    while record is not None and record.state == "running" and time.monotonic() < deadline:
         yield Pause(POLL_SECONDS)
-        record = yield Store("get_idempotency", (call.caller.identity, tool.name, key))
+        record = yield Store("get_idempotency", where)
     if record is None or record.state == "running":
         return answers.error(
             "in_progress",

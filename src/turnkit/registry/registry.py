@@ -166,6 +166,11 @@ class Registry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def asks_enabled(self, module_key: str | None) -> bool:
+        """True when the module has an ``enabled()`` of its own (application code to call)."""
+        module = self._modules.get(module_key or "")
+        return module is not None and getattr(module, "enabled", None) is not None
+
     def is_enabled(self, module_key: str | None) -> bool:
         """Whether a module is enabled now (its ``enabled()``, asked on every call; default True).
 

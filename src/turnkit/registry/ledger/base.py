@@ -213,6 +213,20 @@ class Ledger(ABC):
             (confirmation_id,),
         )
 
+    def abandon_confirmation(
+        self, confirmation_id: str, outcome: dict[str, Any], before: float
+    ) -> bool:
+        """Close an approved write whose run stopped (a dead process, a cancelled call) before
+        ``before``: it is marked done with ``outcome``, so deciders stop waiting for it."""
+        return (
+            self._run(
+                "UPDATE turnkit_confirmations SET status = 'done', outcome = ?, token = NULL"
+                " WHERE id = ? AND status = 'running' AND decided_at < ?",
+                (_dump(outcome), confirmation_id, before),
+            )
+            == 1
+        )
+
     # --- idempotency ------------------------------------------------------------------------
 
     def reserve_idempotency(
@@ -247,6 +261,21 @@ class Ledger(ABC):
             "UPDATE turnkit_idempotency SET state = 'done', answer = ?"
             " WHERE caller_identity = ? AND tool = ? AND key = ?",
             (_dump(answer), identity, tool, key),
+        )
+
+    def abandon_idempotency(
+        self, identity: str, tool: str, key: str, answer: dict[str, Any], before: float
+    ) -> bool:
+        """Store ``answer`` for a reservation whose call stopped before ``before`` (a dead process,
+        a cancelled call), so repeats get it instead of waiting."""
+        return (
+            self._run(
+                "UPDATE turnkit_idempotency SET state = 'done', answer = ?"
+                " WHERE caller_identity = ? AND tool = ? AND key = ? AND state = 'running'"
+                " AND created_at < ?",
+                (_dump(answer), identity, tool, key, before),
+            )
+            == 1
         )
 
     def release_idempotency(self, identity: str, tool: str, key: str) -> None:
