@@ -140,6 +140,11 @@ def test_a_write_decided_out_of_band_is_honoured_when_the_chat_resumes(tmp_path)
     approved = run("confirmations", "approve", confirmation_id, cwd=tmp_path)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "← ok" in approved.stdout
+    from turnkit import open_ledger
+
+    ledger = open_ledger(tmp_path / ".turnkit" / "turnkit.sqlite")
+    assert ledger.get_confirmation(confirmation_id).decided_by == "session:operator"
+    ledger.close()
     child = pexpect.spawn(
         TURNKIT,
         ["chat", "--model", "scripted", "--thread", "t2"],

@@ -45,6 +45,7 @@ class LocalModule:
         self._tools = [local_tool(item) for item in tools]
 
     def api_tools(self) -> list[Tool]:
+        """The local tools, as given."""
         return list(self._tools)
 
 

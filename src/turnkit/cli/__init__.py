@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from turnkit.cli.session import SCRIPTED, Session, SetupError, open_session
+from turnkit.registry.caller import Caller
 
 app = typer.Typer(
     name="turnkit",
@@ -202,22 +203,33 @@ def list_confirmations(
         console.print(confirmations_table(found))
 
 
+Decider = Annotated[
+    str,
+    typer.Option(
+        "--as",
+        help="Who decides (recorded as decided_by); the CLI operator holds system.confirm_any.",
+    ),
+]
+
+
 @confirmations.command("approve")
 def approve(
     confirmation_id: str,
+    as_: Decider = "operator",
     db: Db = None,
     catalogue: Catalogue = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
 ) -> None:
     """Approve a held write now: it runs (rights checked again) and its outcome is stored."""
-    _decide(confirmation_id, "approve", db, catalogue, module, entry_points)
+    _decide(confirmation_id, "approve", as_, db, catalogue, module, entry_points)
 
 
 @confirmations.command("reject")
 def reject(
     confirmation_id: str,
     message: Annotated[str | None, typer.Option(help="Why (the model reads it).")] = None,
+    as_: Decider = "operator",
     db: Db = None,
     catalogue: Catalogue = None,
     module: Modules = None,
@@ -227,6 +239,7 @@ def reject(
     _decide(
         confirmation_id,
         {"action": "reject", "message": message},
+        as_,
         db,
         catalogue,
         module,
@@ -237,6 +250,7 @@ def reject(
 def _decide(
     confirmation_id: str,
     decision: object,
+    decider: str,
     db: str | None,
     catalogue: str | None,
     module: list[str] | None,
@@ -250,7 +264,9 @@ def _decide(
         if held is None:
             console.print(f"[red]no confirmation {confirmation_id!r}[/]")
             raise typer.Exit(1)
-        answer = session.executor.confirm(confirmation_id, held.caller, decision)
+        if decider != held.caller.user_id:  # the operator decides for others, on the record
+            session.executor.permissions.grant(decider, "system.confirm_any")  # type: ignore[attr-defined]
+        answer = session.executor.confirm(confirmation_id, Caller.session(decider), decision)
         outcome(console, answer)
         if answer.get("status") == "error":
             raise typer.Exit(1)

@@ -21,6 +21,7 @@ def compact(value: Any, limit: int = WIDTH) -> str:
 
 
 def tool_call(console: Console, name: str, args: Any) -> None:
+    """A tool call the model made, in one line."""
     console.print(f"  [cyan]→ {escape(name)}[/] {escape(compact(args))}", highlight=False)
 
 
@@ -64,6 +65,7 @@ def _e(value: Any) -> str:
 
 
 def tools_table(rows: list[dict[str, str]], title: str) -> Table:
+    """The table of ``turnkit tools``."""
     table = Table(title=title, title_justify="left")
     for column in ("name", "model name"):
         table.add_column(column, no_wrap=True)
@@ -75,6 +77,7 @@ def tools_table(rows: list[dict[str, str]], title: str) -> Table:
 
 
 def confirmations_table(rows: list[Any]) -> Table:
+    """The table of ``turnkit confirmations list``."""
     table = Table(title="confirmations", title_justify="left")
     for column in ("id", "tool", "caller", "status", "expires", "arguments"):
         table.add_column(column, overflow="fold")

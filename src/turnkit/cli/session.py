@@ -38,6 +38,7 @@ class Session:
     notes: list[str] = field(default_factory=list)
 
     def close(self) -> None:
+        """Close the connections (and, for a session, its executor and storage)."""
         self.executor.close()
         self.storage.close()
 

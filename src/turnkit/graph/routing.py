@@ -20,6 +20,7 @@ __all__ = ["after_confirmation", "after_model", "after_results", "after_validati
 
 
 def after_model(state: TurnState) -> Literal["validate_args", "__end__"]:
+    """To ``validate_args`` when the model called tools (valid or not), else the end."""
     ai = last_ai(state["messages"])
     if ai is not None and (ai.tool_calls or ai.invalid_tool_calls):
         return "validate_args"
@@ -27,14 +28,17 @@ def after_model(state: TurnState) -> Literal["validate_args", "__end__"]:
 
 
 def after_validation(state: TurnState) -> Literal["execute", "call_model"]:
+    """To ``execute`` when some calls are valid, else back to the model with the errors."""
     return "execute" if state.get("calls") else "call_model"
 
 
 def after_results(state: TurnState) -> Literal["await_confirmation", "call_model"]:
+    """To ``await_confirmation`` when this round held a write, else back to the model."""
     return "await_confirmation" if _held_this_round(state) else "call_model"
 
 
 def after_confirmation(state: TurnState) -> Literal["await_confirmation", "call_model"]:
+    """Ask again while a call of this round has no decision, else back to the model."""
     return "await_confirmation" if _held_this_round(state) else "call_model"
 
 

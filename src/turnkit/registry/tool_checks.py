@@ -32,6 +32,7 @@ DEFAULT_INPUT_SCHEMA: dict[str, Any] = {
 
 
 def name_problems(name: object) -> list[str]:
+    """Problems of ``name``: a string, ``<namespace>.<verb>_<noun>``, at most 100 characters."""
     if not isinstance(name, str):
         return [f"name: must be a string like 'catalogue.list_products', got {name!r}"]
     problems = []
@@ -46,6 +47,7 @@ def name_problems(name: object) -> list[str]:
 
 
 def rights_problems(name: object, audience: object, scope: object, permission: object) -> list[str]:
+    """Problems of ``audience``, ``scope`` and ``permission`` together (DESIGN §1)."""
     if audience not in ("admin", "public"):
         return [f"audience: {audience!r} is neither 'admin' (a key or session) nor 'public'"]
     if audience == "public":
@@ -82,6 +84,7 @@ def rights_problems(name: object, audience: object, scope: object, permission: o
 
 
 def text_problems(field: str, value: object) -> list[str]:
+    """A problem when a text field holds something other than a string or None."""
     if value is None or isinstance(value, str):
         return []
     return [f"{field}: must be a string, got {type(value).__name__}"]
@@ -101,6 +104,7 @@ def resolve_schema(field: str, value: object) -> tuple[dict[str, Any] | None, li
 
 
 def input_root_problems(schema: Mapping[str, Any]) -> list[str]:
+    """Problems of an input schema's root: ``type: object`` and no control field as a property."""
     problems = []
     if schema.get("type") != "object":
         problems.append(
@@ -139,6 +143,7 @@ def resolve_handler(handler: object) -> tuple[Callable[..., Any] | None, list[st
 
 
 def annotation_problems(value: object) -> list[str]:
+    """Problems of ``annotations`` given as a mapping: unknown flags, non-boolean values."""
     if value is None or not isinstance(value, Mapping):
         return [] if value is None else ["annotations: must be Annotations(...) or a dict of flags"]
     problems = [
@@ -155,6 +160,7 @@ def annotation_problems(value: object) -> list[str]:
 
 
 def danger_problems(danger: object) -> list[str]:
+    """A problem unless ``danger`` is None, ``"always"`` or a check function."""
     if danger is None or danger == "always" or callable(danger):
         return []
     return [
@@ -168,12 +174,14 @@ def _positive_int(value: object) -> bool:
 
 
 def max_items_problems(max_items: object) -> list[str]:
+    """A problem unless ``max_items`` is None or a whole number >= 1."""
     if max_items is None or _positive_int(max_items):
         return []
     return [f"max_items: must be a whole number >= 1 or None, got {max_items!r}"]
 
 
 def cost_problems(cost: object) -> list[str]:
+    """A problem unless ``cost`` is None, a whole number 1..1000, or a function."""
     if cost is None or callable(cost):
         return []
     if _positive_int(cost) and cost <= COST_LIMIT:  # type: ignore[operator]

@@ -59,6 +59,7 @@ class PostgresLedger(Ledger):
             return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()  # type: ignore[arg-type]
 
     def close(self) -> None:
+        """Close the connections (and, for a session, its executor and storage)."""
         self._pool.close()
 
     def __repr__(self) -> str:

@@ -66,6 +66,7 @@ class SqliteLedger(Ledger):
         return self._connection().execute(sql, tuple(params)).fetchall()
 
     def close(self) -> None:
+        """Close the connections (and, for a session, its executor and storage)."""
         with self._lock:
             for conn in self._all:
                 conn.close()
