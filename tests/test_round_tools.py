@@ -79,8 +79,23 @@ def test_fit_refuses_a_limit_too_small_for_the_notice():
 
 def test_fit_of_ten_megabytes_fits():
     value = {"rows": [{"id": i, "text": "y" * 90} for i in range(100_000)]}
-    assert len(_compact(value)) > 10_000_000
-    assert len(_compact(fit(value, 20_000))) <= 20_000
+    text = _compact(value)
+    assert len(text) > 10_000_000
+    fitted = fit(value, 20_000)
+    assert len(_compact(fitted)) <= 20_000
+    assert text.startswith(fitted["partial"])
+    assert len(fitted["partial"]) > 15_000  # the quotes in it are escaped: \" takes two
+    assert "over the 20000 you can receive" in fitted["hint"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"text": "é" * 5_000}, ["ab"] * 3_000, {"a": {"b": list(range(3_000))}}, "x" * 9_999],
+)
+def test_the_quick_path_for_long_results_keeps_the_promises(value):
+    fitted = fit(value, 1_000)
+    assert len(_compact(fitted)) <= 1_000
+    assert _compact(value).startswith(fitted["partial"])
 
 
 # --- for_model ----------------------------------------------------------------------------------

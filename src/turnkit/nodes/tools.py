@@ -25,8 +25,8 @@ FIT_MINIMUM = 100
 """The smallest limit ``fit`` accepts: below it not even the truncation notice fits."""
 
 _HINTS = (
-    "the result was {size} characters of JSON, more than the {limit} you can receive: call the"
-    " tool again with narrower arguments (filters, a smaller page or limit) to get the rest",
+    "the result was {size} characters of JSON, over the {limit} you can receive: call the tool"
+    " again with narrower arguments (filters, a smaller page or limit) to get the rest",
     "result truncated: narrow the call",
     "",
 )
@@ -94,15 +94,52 @@ def fit(result: Any, limit: int) -> Any:
     """
     if limit < FIT_MINIMUM:
         raise ValueError(f"fit limit must be at least {FIT_MINIMUM} characters, got {limit}")
-    text = _compact(result)
-    if len(text) <= limit:
-        return result
+    if _surely_longer(result, limit):  # encode only the beginning: 10 MB costs ~1 ms, not ~100
+        text, size = _beginning(result, limit), f"more than {limit}"
+    else:
+        text = _compact(result)
+        if len(text) <= limit:
+            return result
+        size = str(len(text))
     for hint in _HINTS:
-        hint = hint.format(size=len(text), limit=limit)
+        hint = hint.format(size=size, limit=limit)
         overhead = len(_compact({"truncated": True, "partial": "", "hint": hint}))
         if overhead <= limit:
             break
     return {"truncated": True, "partial": _longest_prefix(text, limit - overhead), "hint": hint}
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_PEEK = 256
+
+
+def _surely_longer(value: Any, limit: int) -> bool:
+    """True when a glance (a bounded walk) finds a list, object or string that alone is longer
+    than ``limit`` in JSON: a string of over ``limit`` characters, a container of over
+    ``limit // 2`` items (each takes at least two characters with its separator)."""
+    stack, seen = [value], 0
+    while stack and seen < _PEEK:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, str):
+            if len(item) > limit:
+                return True
+        elif isinstance(item, dict | list):
+            if len(item) > limit // 2:
+                return True
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return False
+
+
+def _beginning(value: Any, limit: int) -> str:
+    """The first ``limit + 1`` characters (or more) of ``value``'s compact JSON."""
+    parts, size = [], 0
+    for chunk in _ENCODER.iterencode(value):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return "".join(parts)
 
 
 def _longest_prefix(text: str, budget: int) -> str:
