@@ -258,3 +258,11 @@ def test_a_confirm_token_never_turns_a_dry_run_into_a_write(executor, key, shop)
     )
     assert answer["dry_run"] is True
     assert shop.writes() == []
+
+
+def test_an_allow_list_narrowed_while_waiting_blocks_the_write(executor, key, shop):
+    held = executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"})["confirmation_id"]
+    answer = executor.confirm(held, key, "approve", allow=["shop.list_products"])
+    assert answer["error"]["code"] == "forbidden"
+    assert "allow list" in answer["error"]["details"]["reason"]
+    assert shop.writes() == []

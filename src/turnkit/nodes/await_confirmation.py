@@ -30,7 +30,7 @@ Pending = list[tuple[HeldCall, Confirmation]]
 
 def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
     """Sync node: ask for the held calls' decisions and apply them."""
-    caller, _ = bound.caller(runtime)
+    caller, allow = bound.caller(runtime)
     executor = bound.executor
     held = state.get("held") or []
     pending, settled = _split(
@@ -38,7 +38,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     )
     problems: dict[str, str] = {}
     for cid, decision in _ask(pending, held, bound).items():
-        answer = executor.confirm(cid, caller, decision_of(decision))
+        answer = executor.confirm(cid, caller, decision_of(decision), allow=allow)
         _note(cid, answer, executor.ledger.get_confirmation(cid), settled, problems)
     return _update(held, settled, problems, bound.limits(state)[1])
 
@@ -47,7 +47,7 @@ async def aawait_confirmation(
     state: TurnState, runtime: Runtime[Any], *, bound: Bound
 ) -> dict[str, Any]:
     """Async node: as ``await_confirmation``."""
-    caller, _ = bound.caller(runtime)
+    caller, allow = bound.caller(runtime)
     executor, ledger = bound.executor, bound.executor.ledger
     held = state.get("held") or []
     pending, settled = _split(
@@ -55,7 +55,7 @@ async def aawait_confirmation(
     )
     problems: dict[str, str] = {}
     for cid, decision in _ask(pending, held, bound).items():
-        answer = await executor.aconfirm(cid, caller, decision_of(decision))
+        answer = await executor.aconfirm(cid, caller, decision_of(decision), allow=allow)
         _note(cid, answer, await ledger.aget_confirmation(cid), settled, problems)
     _, limit = await bound.alimits(state)
     return _update(held, settled, problems, limit)

@@ -28,6 +28,7 @@ from turnkit.registry.pipeline import (
     execute_steps,
     settings_now,
 )
+from turnkit.registry.visibility import Allow
 
 __all__ = ["CONFIRM_ANY", "Decision", "DecisionAction", "confirm_steps", "parse_decision"]
 
@@ -109,9 +110,16 @@ def parse_decision(value: object) -> Decision | str:
 
 
 def confirm_steps(
-    setup: Setup, confirmation_id: object, decider: Caller, decision: object
+    setup: Setup,
+    confirmation_id: object,
+    decider: Caller,
+    decision: object,
+    allow: Allow = "all",
 ) -> Steps[Answer]:
-    """Decide ``confirmation_id`` for ``decider`` and answer with the (stored) outcome."""
+    """Decide ``confirmation_id`` for ``decider`` and answer with the (stored) outcome.
+
+    ``allow`` is the deciding key's allow list now; the held caller deciding runs under it.
+    """
     parsed = parse_decision(decision)
     if isinstance(parsed, str):
         return answers.error("invalid_input", f"invalid decision: {parsed}")
@@ -183,7 +191,7 @@ def confirm_steps(
         name=held.tool,
         input=held.input if new_input is None else new_input,
         control={"confirm_token": token},
-        allow="all",
+        allow=allow if decider.identity == held.caller.identity else "all",
         call_id=str(uuid.uuid4()),
         confirmation_id=held.id,
     )

@@ -167,19 +167,34 @@ class Executor:
 
     # --- confirmations ----------------------------------------------------------------------
 
-    def confirm(self, confirmation_id: str, decider: Caller, decision: Decision | object) -> Answer:
+    def confirm(
+        self,
+        confirmation_id: str,
+        decider: Caller,
+        decision: Decision | object,
+        *,
+        allow: Allow = "all",
+    ) -> Answer:
         """Decide a held write: approve, reject (with a message) or edit (new input).
 
         Runs the write at most once however often, or from however many processes, it is called;
-        every call answers with the same stored outcome.
+        every call answers with the same stored outcome. Approval re-runs the whole pipeline as
+        the held caller, with their rights now: when they decide themselves, with ``decider`` (a
+        key's current scopes) and ``allow`` (its allow list now).
         """
-        return drive(confirm_steps(self._setup, confirmation_id, decider, decision), self._env)
+        steps = confirm_steps(self._setup, confirmation_id, decider, decision, allow)
+        return drive(steps, self._env)
 
     async def aconfirm(
-        self, confirmation_id: str, decider: Caller, decision: Decision | object
+        self,
+        confirmation_id: str,
+        decider: Caller,
+        decision: Decision | object,
+        *,
+        allow: Allow = "all",
     ) -> Answer:
         """Async twin of ``confirm``."""
-        steps = confirm_steps(self._setup, confirmation_id, decider, decision)
+        steps = confirm_steps(self._setup, confirmation_id, decider, decision, allow)
         return await adrive(steps, self._env)
 
     def pending(self, caller: Caller | None = None) -> list[Confirmation]:
