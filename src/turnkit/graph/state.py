@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
-from langgraph.graph.message import add_messages
+
+from turnkit.graph.history import messages_channel
 
 __all__ = ["HeldCall", "PendingCall", "TurnLimits", "TurnState"]
 
@@ -54,8 +55,12 @@ class TurnLimits(TypedDict):
 class TurnState(TypedDict, total=False):
     """The state of a turn graph."""
 
-    messages: Annotated[list[AnyMessage], add_messages]
-    """The conversation; tool messages hold exactly what the model received."""
+    messages: Annotated[list[AnyMessage], messages_channel()]
+    """The conversation; tool messages hold exactly what the model received.
+
+    ``add_messages`` semantics, stored as deltas (``turnkit.graph.history``): a checkpoint keeps
+    the round's new messages, not the whole conversation again.
+    """
     tools: list[dict[str, Any]]
     """This turn's OpenAI tool definitions, listed for the caller at the turn's start."""
     tool_names: dict[str, str]
