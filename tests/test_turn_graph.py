@@ -14,6 +14,7 @@ from _shop import prices
 from turnkit import Caller, Decision
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.nodes.bound import MissingCallerError
+from turnkit.nodes.execute import idempotency_key
 from turnkit.testing import ScriptedModel
 
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
@@ -382,3 +383,29 @@ def test_a_resume_naming_a_write_decided_elsewhere_still_applies_the_others(turn
     resume(graph, {by_tool["shop.set_prices"]: "approve", by_tool["shop.delete_product"]: "reject"})
     assert [w["tool"] for w in shop.writes()] == ["set_prices"]
     assert executor.ledger.get_confirmation(by_tool["shop.delete_product"]).status == "rejected"
+
+
+def test_a_plain_read_runs_without_an_idempotency_record_a_write_with_one(turn, executor):
+    """Replaying a read after a crash buys nothing; a write's record is what keeps it to once."""
+    graph, _ = turn({"tool_calls": [call("shop_list_products", limit=1), set_prices("TEA-0001")]})
+    result = start(graph)
+    confirmations(result)  # the write is held
+    ai = next(m for m in result["messages"] if isinstance(m, AIMessage) and m.tool_calls)
+    read, write = ai.tool_calls
+
+    def record(tool_call: dict, tool: str):
+        key = idempotency_key("thread-1", {"message_id": ai.id, "id": tool_call["id"]})  # type: ignore[typeddict-item]
+        return executor.ledger.get_idempotency(ALICE.caller.identity, tool, key)
+
+    assert tool_results(result["messages"])[read["id"]]["status"] == "ok"
+    assert record(read, "shop.list_products") is None
+    assert record(write, "shop.set_prices") is not None
+
+
+def test_a_read_turn_reads_the_settings_once_to_list_and_once_to_call(turn, executor, monkeypatch):
+    reads = []
+    settings = executor.ledger.settings
+    monkeypatch.setattr(executor.ledger, "settings", lambda: reads.append(1) or settings())
+    graph, _ = turn({"tool_calls": [call("shop_list_products", limit=1)]}, "one product")
+    start(graph)
+    assert len(reads) == 2

@@ -32,9 +32,13 @@ class Bound:
 
     def settings_now(self) -> Settings:
         """The graph's settings (or the executor's) with the ledger's overrides, read now."""
-        if self.settings is None:
-            return self.executor.settings_now()
-        return self.settings.merged(self.executor.ledger.settings())
+        return self.both_settings(self.executor.ledger.settings())[1]
+
+    def both_settings(self, overrides: dict[str, Any]) -> tuple[Settings, Settings]:
+        """``(the executor's, the graph's)`` settings with the operator's ``overrides``: what
+        decides visibility, and the turn's limits (the same unless the graph was given its own)."""
+        executors = self.executor.defaults.merged(overrides)
+        return executors, executors if self.settings is None else self.settings.merged(overrides)
 
     def limits(self, state: Any) -> tuple[int, int]:
         """``(max_rounds, result_chars)`` of the turn: from its state, else read now."""
@@ -54,9 +58,7 @@ class Bound:
 
     async def asettings_now(self) -> Settings:
         """Async twin of ``settings_now``."""
-        if self.settings is None:
-            return await self.executor.asettings_now()
-        return self.settings.merged(await self.executor.ledger.asettings())
+        return self.both_settings(await self.executor.ledger.asettings())[1]
 
     def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:
         """The caller and allow list of this run: from the runtime context, else the default."""

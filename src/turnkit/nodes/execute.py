@@ -2,8 +2,10 @@
 
 Each call's idempotency key is derived from the thread, the AI message and the tool call id, so a
 node that LangGraph runs again — after a crash, or on a resume — replays the recorded answer
-instead of writing twice. Answers are fitted here already, so an oversized result never reaches
-the checkpoint.
+instead of writing twice. A plain read (``read_only``, no ``danger``: never held, nothing to do
+twice) goes without a key: reading again after a crash is harmless, and it spares the ledger two
+round trips per call. Answers are fitted here already, so an oversized result never reaches the
+checkpoint.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ def idempotency_key(thread_id: str | None, call: PendingCall) -> str | None:
     return f"turn:{thread_id}:{call['message_id']}:{call['id']}"[:255]
 
 
-def _control(runtime: Runtime[Any], call: PendingCall) -> dict[str, Any]:
+def _control(runtime: Runtime[Any], call: PendingCall, bound: Bound) -> dict[str, Any]:
+    tool = bound.executor.registry.get(call["tool"])
+    if tool is not None and tool.annotations.read_only and tool.danger is None:
+        return {}
     info = getattr(runtime, "execution_info", None)
     key = idempotency_key(getattr(info, "thread_id", None), call)
     return {} if key is None else {"idempotency_key": key}
@@ -43,7 +48,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     executor = bound.executor
 
     def run(call: PendingCall) -> dict[str, Any]:
-        control = _control(runtime, call)
+        control = _control(runtime, call, bound)
         return executor.execute(caller, call["tool"], call["args"], control, allow=allow)
 
     if len(calls) == 1:
@@ -64,7 +69,9 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     executor = bound.executor
     results = await asyncio.gather(
         *(
-            executor.aexecute(caller, c["tool"], c["args"], _control(runtime, c), allow=allow)
+            executor.aexecute(
+                caller, c["tool"], c["args"], _control(runtime, c, bound), allow=allow
+            )
             for c in calls
         )
     )

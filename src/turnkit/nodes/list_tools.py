@@ -27,21 +27,22 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     """Sync node: the caller's tools now, and the held calls decided since."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    tools = executor.visible_for(caller, allow)
+    visibility, turn = bound.both_settings(executor.ledger.settings())  # one read for both
+    tools = executor.visible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
     found = [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
-    return _update(tools, held, found, bound.settings_now(), state.get("messages") or [])
+    return _update(tools, held, found, turn, state.get("messages") or [])
 
 
 async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
     """Async node: as ``list_tools``, without blocking the event loop."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    tools = await executor.avisible_for(caller, allow)
+    visibility, turn = bound.both_settings(await executor.ledger.asettings())
+    tools = await executor.avisible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
     found = [await executor.ledger.aget_confirmation(h["confirmation_id"]) for h in held]
-    settings = await bound.asettings_now()
-    return _update(tools, held, found, settings, state.get("messages") or [])
+    return _update(tools, held, found, turn, state.get("messages") or [])
 
 
 def _update(

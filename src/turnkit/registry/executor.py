@@ -82,6 +82,11 @@ class Executor:
 
     # --- what a caller sees -----------------------------------------------------------------
 
+    @property
+    def defaults(self) -> Settings:
+        """The settings given at construction, before the operator's overrides."""
+        return self._setup.defaults
+
     def settings_now(self) -> Settings:
         """The settings in force now: the defaults with the operator's overrides."""
         return drive(settings_now(self._setup), self._env)
@@ -90,16 +95,25 @@ class Executor:
         """Async twin of ``settings_now``."""
         return await adrive(settings_now(self._setup), self._env)
 
-    def visible_for(self, caller: Caller, allow: Allow = "all") -> list[Tool]:
-        """The tools ``caller`` may see now (module enabled, scope, permission, session switch)."""
-        return drive(self._visible_steps(caller, allow), self._env)
+    def visible_for(
+        self, caller: Caller, allow: Allow = "all", *, settings: Settings | None = None
+    ) -> list[Tool]:
+        """The tools ``caller`` may see now (module enabled, scope, permission, session switch).
 
-    async def avisible_for(self, caller: Caller, allow: Allow = "all") -> list[Tool]:
+        ``settings``: the settings in force, when the caller has just read them
+        (``settings_now``); by default they are read here.
+        """
+        return drive(self._visible_steps(caller, allow, settings), self._env)
+
+    async def avisible_for(
+        self, caller: Caller, allow: Allow = "all", *, settings: Settings | None = None
+    ) -> list[Tool]:
         """Async twin of ``visible_for``."""
-        return await adrive(self._visible_steps(caller, allow), self._env)
+        return await adrive(self._visible_steps(caller, allow, settings), self._env)
 
-    def _visible_steps(self, caller: Caller, allow: Allow) -> Any:
-        settings = yield from settings_now(self._setup)
+    def _visible_steps(self, caller: Caller, allow: Allow, settings: Settings | None) -> Any:
+        if settings is None:
+            settings = yield from settings_now(self._setup)
         permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
         modules = {tool.module for tool in self.registry.tools}
         flags = yield from enabled_now(self.registry, list(modules))
