@@ -3,7 +3,10 @@
 The execute and confirm pipelines are generators that ``yield`` an effect whenever they need the
 outside world — the ledger, the permission provider, a handler, a pause — and receive its result.
 ``drive`` performs the effects in the calling thread; ``adrive`` performs them without ever
-blocking the event loop (ledger calls and sync handlers in worker threads, async handlers awaited).
+blocking the event loop: it advances the steps in a worker thread, performing the effects that may
+block there (ledger calls, the application's code, a sync permission provider), and comes back to
+the loop only for what belongs there (a handler, under its timeout; a pause; an async provider).
+A read call so makes two thread hops besides its handler's, not one per ledger call.
 """
 
 from __future__ import annotations
@@ -109,18 +112,59 @@ def drive(steps: Steps[T], env: Environment) -> T:
 
 
 async def adrive(steps: Steps[T], env: Environment) -> T:
-    """Run ``steps`` to its answer without blocking the event loop (see ``drive``)."""
+    """Run ``steps`` to its answer without blocking the event loop (see the module's doc)."""
     reply: Any = None
     error: Exception | None = None
+    while True:
+        done, found = await asyncio.to_thread(_advance, steps, env, reply, error)
+        if done:
+            return found  # type: ignore[no-any-return]
+        try:
+            reply, error = await _aperform(found, env), None
+        except Exception as exc:  # handed back to the steps on the next turn
+            reply, error = None, exc
+
+
+@dataclass(frozen=True, slots=True)
+class _Awaitable:
+    """What a sync permission provider returned that must be awaited on the loop."""
+
+    value: Any
+
+
+def _advance(
+    steps: Steps[T], env: Environment, reply: Any, error: Exception | None
+) -> tuple[bool, Any]:
+    """In a worker thread: run ``steps`` on, performing the effects that may block here, up to
+    its answer ``(True, answer)`` or to an effect for the event loop ``(False, effect)``."""
     while True:
         try:
             effect = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
-            return stop.value
+            return True, stop.value
+        if isinstance(effect, (RunHandler, Pause)) or (
+            isinstance(effect, Permissions) and _is_async(env.permissions)
+        ):
+            return False, effect
         try:
-            reply, error = await _aperform(effect, env), None
+            if isinstance(effect, Permissions):
+                answer = _permissions_in_thread(env.permissions, effect.caller)
+                if isinstance(answer, _Awaitable):
+                    return False, answer
+                reply, error = answer, None
+            else:
+                reply, error = _perform(effect, env), None
         except Exception as exc:  # handed back to the steps on the next turn
             reply, error = None, exc
+
+
+def _permissions_in_thread(provider: PermissionProvider, caller: Caller) -> Any:
+    if caller.user_id is None:
+        return frozenset()
+    answer = provider(caller)
+    if inspect.isawaitable(answer):
+        return _Awaitable(answer)
+    return frozenset(answer)  # type: ignore[arg-type]  # awaitables handled above
 
 
 def _perform(effect: Effect, env: Environment) -> Any:
@@ -136,7 +180,9 @@ def _perform(effect: Effect, env: Environment) -> Any:
     return None
 
 
-async def _aperform(effect: Effect, env: Environment) -> Any:
+async def _aperform(effect: Effect | _Awaitable, env: Environment) -> Any:
+    if isinstance(effect, _Awaitable):
+        return frozenset(await effect.value)
     if isinstance(effect, Store):
         method = getattr(env.ledger, effect.method)
         return await asyncio.to_thread(method, *effect.args, **effect.kwargs)

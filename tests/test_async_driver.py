@@ -1,0 +1,106 @@
+"""``adrive``: the steps advance in a worker thread and come back to the loop only when they must.
+
+Ledger calls, the application's code and a sync permission provider run in the worker thread,
+together; a handler (under its timeout), a pause and an async provider go to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from turnkit import Caller, Executor, Registry
+from turnkit.registry import effects
+
+
+class _Module:
+    key = "lab"
+
+    def api_tools(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": "lab.get_thing",
+                "scope": "lab.things:read",
+                "permission": "lab.view",
+                "annotations": {"read_only": True},
+                "handler": lambda input, ctx: {"thing": 1},
+            }
+        ]
+
+
+@pytest.fixture
+def hops(monkeypatch) -> list[str]:
+    """The names of the functions ``adrive`` sends to worker threads, in order."""
+    seen: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(getattr(function, "__name__", repr(function)))
+        return await to_thread(function, *args, **kwargs)
+
+    monkeypatch.setattr(effects.asyncio, "to_thread", counted)
+    return seen
+
+
+def _executor(ledger, permissions) -> Executor:
+    return Executor(Registry([_Module()]), ledger=ledger, permissions=permissions)
+
+
+async def test_a_read_call_makes_two_hops_besides_its_handler(ledger, hops):
+    """Settings and the charge before the handler in one hop, the audit row after it in one."""
+    seen_in: list[int] = []
+
+    def provider(caller: Caller) -> set[str]:
+        seen_in.append(threading.get_ident())
+        return {"lab.view"}
+
+    executor = _executor(ledger, provider)
+    answer = await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
+    executor.close()
+    assert answer["status"] == "ok"
+    assert hops == ["_advance", "_advance"]
+    assert seen_in
+    assert seen_in[0] != threading.get_ident()  # the sync provider ran in the worker thread
+
+
+async def test_an_async_provider_is_awaited_on_the_loop(ledger):
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def provider(caller: Caller) -> set[str]:
+        loops.append(asyncio.get_running_loop())
+        return {"lab.view"}
+
+    executor = _executor(ledger, provider)
+    answer = await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
+    executor.close()
+    assert answer["status"] == "ok"
+    assert loops == [asyncio.get_running_loop()]
+
+
+async def test_a_sync_provider_that_returns_an_awaitable_is_awaited_on_the_loop(ledger):
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def lookup() -> set[str]:
+        loops.append(asyncio.get_running_loop())
+        return {"lab.view"}
+
+    executor = _executor(ledger, lambda caller: lookup())
+    answer = await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
+    executor.close()
+    assert answer["status"] == "ok"
+    assert loops == [asyncio.get_running_loop()]
+
+
+async def test_a_failing_provider_is_handed_back_to_the_steps_as_on_the_sync_path(ledger):
+    def provider(caller: Caller) -> set[str]:
+        raise RuntimeError("directory is down")
+
+    executor = _executor(ledger, provider)
+    with pytest.raises(RuntimeError, match="directory is down"):
+        await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
+    with pytest.raises(RuntimeError, match="directory is down"):
+        executor.execute(Caller.session("u_1"), "lab.get_thing", {})
+    executor.close()
