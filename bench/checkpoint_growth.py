@@ -13,6 +13,11 @@ next to ``create_agent`` with the same saver, tool and model. Bytes per round "d
 the mean of the last 10 rounds is at most 1.25x the mean of rounds 11-20 (means, since a saver or
 channel may store a full snapshot every so many rounds).
 
+turnkit keeps its messages in a ``DeltaChannel`` (``turnkit.graph.history``): a checkpoint stores a
+round's new messages, and a run that loads the thread replays the writes since the last snapshot.
+So that the bytes saved are not paid for in time, the mean time per turn of rounds 1-10 and of the
+last 10 rounds is reported too (wall time of ``invoke``, loading the thread included).
+
     .venv/bin/python bench/checkpoint_growth.py [--quick]
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -92,6 +98,8 @@ class _ListModule:
 
 
 Counter = Callable[[], int]
+Grown = tuple[list[int], list[float]]
+"""Bytes stored per round, seconds per turn."""
 
 
 def _sqlite_bytes(path: Path) -> Counter:
@@ -124,30 +132,32 @@ def _postgres_bytes(url: str) -> tuple[Counter, Any]:
     return count, conn
 
 
-def _grow(graph: Any, count: Counter, rounds: int, **options: Any) -> list[int]:
-    """Bytes stored by each round of one conversation."""
+def _grow(graph: Any, count: Counter, rounds: int, **options: Any) -> Grown:
+    """Bytes stored by each round of one conversation, and the seconds each turn took."""
     config = {"configurable": {"thread_id": "conversation"}}
     before = count()
-    per_round = []
+    per_round, seconds = [], []
     for i in range(rounds):
+        start = time.perf_counter()
         result = graph.invoke({"messages": [HumanMessage(f"round {i + 1}")]}, config, **options)
+        seconds.append(time.perf_counter() - start)
         if len(result["messages"]) != 4 * (i + 1):
             raise RuntimeError(f"round {i + 1}: {len(result['messages'])} messages, not 4 each")
         after = count()
         per_round.append(after - before)
         before = after
-    return per_round
+    return per_round, seconds
 
 
 @contextmanager
-def contenders(folder: Path) -> Iterator[list[tuple[str, Callable[[int], list[int]]]]]:
+def contenders(folder: Path) -> Iterator[list[tuple[str, Callable[[int], Grown]]]]:
     """``(case, grow)`` pairs; ``grow(rounds)`` runs the conversation on fresh storage."""
     model = _common.EndlessModel(list_then_answer)
     lc_tools = [StructuredTool.from_function(list_items, name=LIST_TOOL)]
-    found: list[tuple[str, Callable[[int], list[int]]]] = []
+    found: list[tuple[str, Callable[[int], Grown]]] = []
     with ExitStack() as stack:
 
-        def turnkit_on(url: str, counter: Counter, durability: str) -> Callable[[int], list[int]]:
+        def turnkit_on(url: str, counter: Counter, durability: str) -> Callable[[int], Grown]:
             def grow(rounds: int) -> list[int]:
                 with open_storage(url) as storage:
                     executor = Executor(
@@ -166,7 +176,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, Callable[[int], list[in
 
             return grow
 
-        def agent_on(saver: Any, counter: Counter) -> Callable[[int], list[int]]:
+        def agent_on(saver: Any, counter: Counter) -> Callable[[int], Grown]:
             def grow(rounds: int) -> list[int]:
                 return _grow(create_agent(model, lc_tools, checkpointer=saver), counter, rounds)
 
@@ -206,16 +216,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     """Bytes of chosen rounds per contender, the growth ratio, and turnkit ÷ create_agent."""
     rounds, shown = (QUICK_ROUNDS, QUICK_SHOWN) if quick else (ROUNDS, SHOWN)
     results: dict[str, list[int]] = {}
+    times: dict[str, list[float]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="turnkit-bench-") as folder,
         contenders(Path(folder)) as found,
     ):
         for case, grow in found:
-            results[case] = grow(rounds)
+            results[case], times[case] = grow(rounds)
     rows = []
     for case, per_round in results.items():
         backend = case.split(":")[0]
         peer = results.get(f"{backend}: create_agent")
+        rows += _time_rows(case, times[case], times.get(f"{backend}: create_agent"))
         for n in shown:
             ratio = None if peer is None or peer is per_round else per_round[n - 1] / peer[n - 1]
             label = f"{case}: round {n}" + ("" if ratio is None else " (÷ create_agent)")
@@ -231,7 +243,32 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 met=growth <= FLAT,
             )
         )
+        half = len(per_round) // 2
+        rows.append(
+            _common.row(
+                SCENARIO,
+                f"{case}: rounds {half + 1}-{len(per_round)} ÷ rounds 1-{half}, total bytes",
+                sum(per_round[half:]) / sum(per_round[:half]),
+                "x",
+            )
+        )
         rows.append(_common.row(SCENARIO, f"{case}: total", sum(per_round), "bytes"))
+    return rows
+
+
+def _time_rows(case: str, seconds: list[float], peer: list[float] | None) -> list[dict[str, Any]]:
+    """Mean ms per turn of the first and the last 10 rounds (÷ create_agent's, when not it)."""
+    rows = []
+    for label, part in (
+        ("1-10", slice(0, 10)),
+        (f"{len(seconds) - 9}-{len(seconds)}", slice(-10, None)),
+    ):
+        mean = sum(seconds[part]) / 10
+        ratio = None if peer is None or peer is seconds else mean / (sum(peer[part]) / 10)
+        name = f"{case}: ms per turn, rounds {label}" + (
+            "" if ratio is None else " (÷ create_agent)"
+        )
+        rows.append(_common.row(SCENARIO, name, mean * 1e3, "ms", ratio=ratio))
     return rows
 
 
