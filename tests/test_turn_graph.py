@@ -409,3 +409,12 @@ def test_a_read_turn_reads_the_settings_once_to_list_and_once_to_call(turn, exec
     graph, _ = turn({"tool_calls": [call("shop_list_products", limit=1)]}, "one product")
     start(graph)
     assert len(reads) == 2
+
+
+def test_invoke_returns_the_conversation_and_the_state_keeps_the_plumbing(turn):
+    graph, _ = turn({"tool_calls": [set_prices("TEA-0001")]})
+    result = start(graph)
+    assert set(result) == {"messages", "__interrupt__"}
+    values = graph.get_state(CONFIG).values
+    assert {"messages", "tools", "tool_names", "round", "held", "limits"} <= set(values)
+    assert values["messages"] == result["messages"]

@@ -21,7 +21,7 @@ from langgraph.types import Durability
 
 from turnkit.graph import routing
 from turnkit.graph.context import TurnContext
-from turnkit.graph.state import TurnState
+from turnkit.graph.state import TurnOutput, TurnState
 from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.call_model import acall_model, call_model
@@ -63,7 +63,7 @@ def builder(
 ) -> StateGraph:
     """The uncompiled turn graph (for ``langgraph dev``, which brings its own persistence)."""
     bound = Bound(executor=executor, model=model, default_caller=default_caller, settings=settings)
-    graph = StateGraph(TurnState, context_schema=TurnContext)
+    graph = StateGraph(TurnState, context_schema=TurnContext, output_schema=TurnOutput)
     graph.add_node("list_tools", _twin("list_tools", list_tools, alist_tools, bound))
     graph.add_node("call_model", _twin("call_model", call_model, acall_model, bound))
     graph.add_node("validate_args", _pure("validate_args", validate_args, bound=bound))

@@ -12,7 +12,7 @@ from langchain_core.messages import AnyMessage
 
 from turnkit.graph.history import messages_channel
 
-__all__ = ["HeldCall", "PendingCall", "TurnLimits", "TurnState"]
+__all__ = ["HeldCall", "PendingCall", "TurnLimits", "TurnOutput", "TurnState"]
 
 
 class PendingCall(TypedDict):
@@ -75,3 +75,14 @@ class TurnState(TypedDict, total=False):
     """Writes waiting for a decision."""
     limits: TurnLimits
     """This turn's limits, read from the settings once at its start (``list_tools``)."""
+
+
+class TurnOutput(TypedDict):
+    """What ``invoke`` returns (plus ``__interrupt__`` while writes are held): the conversation.
+
+    The other keys of ``TurnState`` are the turn's plumbing; ``graph.get_state(config).values``
+    still shows them. Leaving them out of the output spares LangGraph reading them after every
+    step (~14 µs a step).
+    """
+
+    messages: list[AnyMessage]
