@@ -25,23 +25,12 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from langchain_core import messages as lc
 from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
     AnyMessage,
     BaseMessage,
     BaseMessageChunk,
-    ChatMessage,
-    ChatMessageChunk,
-    FunctionMessage,
-    FunctionMessageChunk,
-    HumanMessage,
-    HumanMessageChunk,
     RemoveMessage,
-    SystemMessage,
-    SystemMessageChunk,
-    ToolMessage,
-    ToolMessageChunk,
     convert_to_messages,
     message_chunk_to_message,
 )
@@ -62,24 +51,14 @@ loads the thread, so up to ~11 ms. With 1000, bytes grew even less, but a turn a
 28 ms instead of 12."""
 
 _NAMESPACE = uuid.UUID("6f1c2a52-3b1e-4f43-9a59-5e0b7c1d2f10")
+_CLASSES = ("AIMessage", "HumanMessage", "SystemMessage", "ToolMessage", "ChatMessage",
+            "FunctionMessage", "RemoveMessage")  # fmt: skip
 _TYPES: dict[str, type[BaseMessage]] = {
     cls.model_fields["type"].default: cls
-    for cls in (
-        AIMessage,
-        AIMessageChunk,
-        ChatMessage,
-        ChatMessageChunk,
-        FunctionMessage,
-        FunctionMessageChunk,
-        HumanMessage,
-        HumanMessageChunk,
-        RemoveMessage,
-        SystemMessage,
-        SystemMessageChunk,
-        ToolMessage,
-        ToolMessageChunk,
-    )
+    for cls in [getattr(lc, name) for name in _CLASSES]
+    + [getattr(lc, name + "Chunk") for name in _CLASSES if hasattr(lc, name + "Chunk")]
 }
+"""LangChain's message classes by their ``type`` (``"ai"``, ``"AIMessageChunk"``, ...)."""
 
 
 def message_id(previous: str | None, message: BaseMessage) -> str:
