@@ -158,7 +158,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, Callable[[int], Grown]]
     with ExitStack() as stack:
 
         def turnkit_on(url: str, counter: Counter, durability: str) -> Callable[[int], Grown]:
-            def grow(rounds: int) -> list[int]:
+            def grow(rounds: int) -> Grown:
                 with open_storage(url) as storage:
                     executor = Executor(
                         Registry([_ListModule()]), ledger=storage.ledger, settings=_common.SETTINGS
@@ -177,7 +177,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, Callable[[int], Grown]]
             return grow
 
         def agent_on(saver: Any, counter: Counter) -> Callable[[int], Grown]:
-            def grow(rounds: int) -> list[int]:
+            def grow(rounds: int) -> Grown:
                 return _grow(create_agent(model, lc_tools, checkpointer=saver), counter, rounds)
 
             return grow

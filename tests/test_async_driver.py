@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from _shop import prices
 from turnkit import Caller, Executor, Registry
 from turnkit.registry import effects
 
@@ -103,4 +104,41 @@ async def test_a_failing_provider_is_handed_back_to_the_steps_as_on_the_sync_pat
         await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
     with pytest.raises(RuntimeError, match="directory is down"):
         executor.execute(Caller.session("u_1"), "lab.get_thing", {})
+    executor.close()
+
+
+async def test_a_call_cancelled_in_a_worker_thread_stops_there_and_releases_its_key(
+    ledger, shop, rights, monkeypatch
+):
+    """Cancelled while its key is reserved: no confirmation, the key released, a retry runs."""
+    ledger.set_setting("api_session_write_modules", ["shop"])
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights)
+    in_read, go_on = threading.Event(), threading.Event()
+    reserve = ledger.reserve_idempotency
+
+    def slow_reserve(*args: Any) -> Any:
+        in_read.set()
+        go_on.wait(5)
+        return reserve(*args)
+
+    monkeypatch.setattr(ledger, "reserve_idempotency", slow_reserve)
+    alice = Caller.session("alice")
+    task = asyncio.create_task(
+        executor.aexecute(alice, "shop.set_prices", prices("TEA-0001"), {"idempotency_key": "k"})
+    )
+    await asyncio.to_thread(in_read.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    released = threading.Event()
+    release = ledger.release_idempotency
+    monkeypatch.setattr(ledger, "release_idempotency", lambda *a: (release(*a), released.set()))
+    go_on.set()  # the worker thread reserves the key, then stops and cleans up on its own
+    assert await asyncio.to_thread(released.wait, 5)
+    assert executor.pending() == []
+    assert ledger.get_idempotency(alice.identity, "shop.set_prices", "k") is None
+    again = await executor.aexecute(
+        alice, "shop.set_prices", prices("TEA-0001"), {"idempotency_key": "k"}
+    )
+    assert again["status"] == "confirmation_required"
     executor.close()

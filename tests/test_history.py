@@ -7,6 +7,8 @@ SQLite file, and on a turnkit thread whose bytes per round must not grow.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 from typing import Annotated, Any, TypedDict
 
@@ -22,6 +24,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
@@ -29,7 +32,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from turnkit import Caller, Executor, Registry
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.graph.history import fold_messages, message_id
-from turnkit.storage import open_storage
+from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ReplyModel
 
 AI_CALL = AIMessage(
@@ -109,7 +112,7 @@ def test_chunks_and_other_add_messages_inputs_are_still_accepted():
         [],
         [
             AIMessageChunk("streamed", id="c"),
-            ("user", "a tuple"),
+            [("user", "a tuple")],
             {"role": "assistant", "content": "an OpenAI dict"},
             "a string",
             {"type": "human", "content": "a dict without an id"},
@@ -124,6 +127,48 @@ def test_chunks_and_other_add_messages_inputs_are_still_accepted():
     ]
     assert all(m.id for m in folded)
     assert folded[3].content == "a string"
+
+
+def test_every_accepted_write_reads_back_from_storage_as_the_same_messages():
+    """What a replay folds is what the serializer gave back: tuples come back as lists."""
+    serde = JsonPlusSerializer()
+    writes = [
+        HumanMessage("no id"),
+        [("user", "a tuple in a list"), ("assistant", [{"type": "text", "text": "blocks"}])],
+        "a string",
+        {"role": "assistant", "content": "an OpenAI dict"},
+        {"type": "human", "content": "a typed dict", "id": "typed"},
+        AIMessageChunk("a chunk", id="chunk"),
+        [AI_CALL, TOOL],
+        HumanMessage([{"type": "text", "text": "content with a tuple", "meta": ("a", 1)}]),
+    ]
+    stored = [serde.loads_typed(serde.dumps_typed(write)) for write in writes]
+    replayed, live = fold_messages([], stored), fold_messages([], writes)
+
+    def as_json(messages: list) -> str:  # a tuple inside content is a list once stored, as ever
+        return json.dumps([[type(m).__name__, m.model_dump()] for m in messages], default=str)
+
+    assert len(live) == 10
+    assert as_json(replayed) == as_json(live)
+
+
+def test_a_bare_tuple_write_is_refused_and_the_thread_goes_on(tmp_path):
+    """A tuple would be stored as a list (two messages on replay): refused before it counts."""
+    with pytest.raises(TypeError, match=r"not the tuple \('user', 'hello'\): write \[\(role"):
+        fold_messages([], [("user", "hello")])
+    builder = StateGraph(_Chat)
+    builder.add_node("echo", _echo)
+    builder.add_edge(START, "echo")
+    config = {"configurable": {"thread_id": "chat"}}
+    with sqlite3.connect(tmp_path / "chat.sqlite", check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        graph.invoke({"messages": [HumanMessage("first")]}, config)
+        with pytest.raises(TypeError, match="not the tuple"):
+            graph.invoke({"messages": ("user", "hello")}, config)
+        result = graph.invoke({"messages": [HumanMessage("again")]}, config)
+        reloaded = graph.get_state(config).values["messages"]
+    assert [m.content for m in reloaded] == ["first", "echo first", "again", "echo again"]
+    assert reloaded == result["messages"]
 
 
 # A write: a new message (with or without an id), a replacement of an earlier id, or a removal.
@@ -238,3 +283,24 @@ def test_a_turnkit_thread_stores_the_same_bytes_per_round_however_long_it_gets(
         graph = build_turn_graph(executor, _ListThenAnswer(), checkpointer=storage.checkpointer)
         assert graph.get_state(config).values["messages"] == result["messages"]
         executor.close()
+
+
+def test_the_storage_savers_replay_across_snapshots_sync_and_async(ledger_url):
+    """``open_storage``'s savers (SQLite and PostgreSQL), written async and read back sync."""
+    builder = StateGraph(_Chat)
+    builder.add_node("echo", _echo)
+    builder.add_edge(START, "echo")
+    config = {"configurable": {"thread_id": "chat"}}
+
+    async def write() -> list:
+        async with open_async_storage(ledger_url) as storage:
+            graph = builder.compile(checkpointer=storage.checkpointer)
+            for i in range(7):
+                result = await graph.ainvoke({"messages": [HumanMessage(f"line {i}")]}, config)
+        return result["messages"]
+
+    live = asyncio.run(write())
+    with open_storage(ledger_url) as storage:
+        reloaded = builder.compile(checkpointer=storage.checkpointer).get_state(config)
+    assert reloaded.values["messages"] == live
+    assert len(live) == 14

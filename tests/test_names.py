@@ -35,13 +35,18 @@ def test_model_name_of_any_text_is_none_or_follows_the_rule(text: str) -> None:
 
 @given(st.text())
 def test_model_name_refuses_exactly_the_texts_that_cannot_follow_the_rule(text: str) -> None:
-    shown = text.removeprefix("local.")  # a local tool is shown by its own name
-    fits = 1 <= len(shown) <= 64 and all(c == "." or MODEL_NAME.fullmatch(c) for c in shown)
+    if text.startswith("local."):  # a local tool is shown by its own name, which has no dots
+        shown = text.removeprefix("local.")
+        fits = 1 <= len(shown) <= 64 and all(MODEL_NAME.fullmatch(c) for c in shown)
+    else:
+        fits = 1 <= len(text) <= 64 and all(c == "." or MODEL_NAME.fullmatch(c) for c in text)
     assert (model_name(text) is not None) is fits
 
 
-def test_a_local_prefix_with_nothing_after_it_has_no_model_name() -> None:
+def test_a_local_prefix_with_nothing_or_dots_after_it_has_no_model_name() -> None:
     assert model_name("local.") is None  # found by the property above (an empty own name)
+    assert model_name("local.a.b") is None
+    assert model_name("local.get_weather") == "get_weather"
 
 
 @given(tool_names)

@@ -11,10 +11,11 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from _shop import prices
-from turnkit import Caller, Decision
+from turnkit import Caller, Decision, Executor, Registry
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.nodes.bound import MissingCallerError
 from turnkit.nodes.execute import idempotency_key
+from turnkit.registry.settings import Settings
 from turnkit.testing import ScriptedModel
 
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
@@ -418,3 +419,44 @@ def test_invoke_returns_the_conversation_and_the_state_keeps_the_plumbing(turn):
     values = graph.get_state(CONFIG).values
     assert {"messages", "tools", "tool_names", "round", "held", "limits"} <= set(values)
     assert values["messages"] == result["messages"]
+
+
+def test_a_graph_with_its_own_settings_takes_its_limits_from_them_and_rights_from_the_executor(
+    ledger, shop, rights
+):
+    """One settings read at the turn's start serves both: neither side borrows the other's."""
+    executor = Executor(
+        Registry([shop]),
+        ledger=ledger,
+        permissions=rights,
+        settings=Settings(api_session_write_modules=("shop",), max_rounds=10),
+    )
+    model = ScriptedModel([{"tool_calls": [call("shop_list_products", limit=1)]}])
+    graph = build_turn_graph(
+        executor, model, checkpointer=InMemorySaver(), settings=Settings(max_rounds=1)
+    )
+    result = start(graph, "list")
+    executor.close()
+    names = [t["function"]["name"] for t in model.calls[0]["tools"]]
+    assert "shop_set_prices" in names  # the executor's switch, not the graph's default (none)
+    assert len(model.calls) == 1  # the graph's max_rounds
+    assert graph.get_state(CONFIG).values["limits"]["max_rounds"] == 1
+    assert isinstance(result["messages"][-1], AIMessage)
+
+
+async def test_an_async_read_turn_reads_the_settings_once_to_list_and_once_to_call(
+    turn, executor, monkeypatch
+):
+    reads = []
+    asettings = executor.ledger.asettings
+
+    async def counted() -> dict:
+        reads.append(1)
+        return await asettings()
+
+    settings = executor.ledger.settings
+    monkeypatch.setattr(executor.ledger, "asettings", counted)
+    monkeypatch.setattr(executor.ledger, "settings", lambda: reads.append(1) or settings())
+    graph, _ = turn({"tool_calls": [call("shop_list_products", limit=1)]}, "one product")
+    await graph.ainvoke({"messages": [HumanMessage("list")]}, CONFIG, context=ALICE)
+    assert len(reads) == 2

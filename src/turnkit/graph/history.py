@@ -12,15 +12,17 @@ Replaying asks two things of the reducer that ``add_messages`` does not give:
 - **Batching invariance.** A replay folds many steps' writes at once, so the result must not depend
   on how writes are grouped: removals apply in order, message by message.
 
-Writes may come back from a server's store as plain dicts (``langgraph dev`` keeps some that
-way); a dict with a LangChain message ``type`` is rebuilt as that message class, field for field,
-instead of going through ``convert_to_messages`` (which would file unknown fields under
-``additional_kwargs``).
+A dict that names a LangChain message ``type`` (a bare dict write, or what a server's store
+hands back) is rebuilt as that message class, field for field, instead of going through
+``convert_to_messages``, which files unknown fields under ``additional_kwargs``. (Message dicts
+inside a list are converted by LangGraph itself, with ``convert_to_messages``, before they are
+stored.) A bare ``(role, content)`` tuple is refused: stored, it reads back as a list.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -64,7 +66,8 @@ _TYPES: dict[str, type[BaseMessage]] = {
 def message_id(previous: str | None, message: BaseMessage) -> str:
     """A stable id for ``message`` (which has none) placed after the message ``previous``."""
     digest = hashlib.blake2b(digest_size=16)
-    for part in (previous or "", message.type, str(message.content)):
+    content = json.dumps(message.content, sort_keys=True, default=str)  # tuples read as lists
+    for part in (previous or "", message.type, content):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\x00")
     return str(uuid.uuid5(_NAMESPACE, digest.hexdigest()))
@@ -82,8 +85,21 @@ def _message(value: Any) -> Any:
 
 
 def _messages(update: Any) -> list[BaseMessage]:
-    """One write as a list of messages (``add_messages`` accepts one message or a list)."""
+    """One write as a list of messages (``add_messages`` accepts one message or a list).
+
+    Raises:
+        TypeError: for a bare ``(role, content)`` tuple. Stored, it would read back as a list
+            of two messages; refused before it becomes part of the thread.
+    """
+    if isinstance(update, tuple):
+        raise TypeError(
+            f"a messages update must be a message or a list, not the tuple {update!r:.80}: write"
+            " [(role, content)] (turnkit stores messages as deltas, and a tuple is read back as"
+            " a list of two messages)"
+        )
     items = update if isinstance(update, list) else [update]
+    if all(_plain(kind) for kind in set(map(type, items))):  # a history: checked per type
+        return items
     typed = [_message(item) for item in items]
     if all(isinstance(item, BaseMessage) for item in typed):
         return typed
@@ -91,6 +107,10 @@ def _messages(update: Any) -> list[BaseMessage]:
         message_chunk_to_message(m) if isinstance(m, BaseMessageChunk) else m
         for m in convert_to_messages(typed)
     ]
+
+
+def _plain(kind: type) -> bool:
+    return issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
 
 
 class _Fold:
@@ -141,8 +161,14 @@ def fold_messages(current: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
     Messages with a known id replace that message in place; a ``RemoveMessage`` deletes by id (all
     messages for ``REMOVE_ALL_MESSAGES``); anything else is appended. Deterministic, and the same
     whether the writes come one by one or all at once. ``current`` is not changed.
+
+    Where ``add_messages`` applies a list's removals only at its end, this applies every message
+    in order, which batching invariance needs: a message removed and added again in one update
+    moves to the end (``add_messages`` keeps its place); removing one id twice is refused like an
+    unknown id; the messages after ``REMOVE_ALL_MESSAGES`` are applied (``add_messages`` keeps
+    them as they are, removals included).
     """
-    fold = _Fold(_messages(list(current)) if current else ())
+    fold = _Fold(_messages(list(current)) if current else ())  # a copy: current stays as it is
     for update in writes:
         for message in _messages(update):
             fold.apply(message)

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from turnkit.graph.state import PendingCall, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import fitted
+from turnkit.registry.steps import never_held
 
 __all__ = ["aexecute", "execute", "idempotency_key"]
 
@@ -32,7 +33,7 @@ def idempotency_key(thread_id: str | None, call: PendingCall) -> str | None:
 
 def _control(runtime: Runtime[Any], call: PendingCall, bound: Bound) -> dict[str, Any]:
     tool = bound.executor.registry.get(call["tool"])
-    if tool is not None and tool.annotations.read_only and tool.danger is None:
+    if tool is not None and never_held(tool):
         return {}
     info = getattr(runtime, "execution_info", None)
     key = idempotency_key(getattr(info, "thread_id", None), call)
@@ -61,7 +62,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
 
 
 async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
-    """Async node: every valid call of the round, run at once on the event loop."""
+    """Async node: every valid call of the round at once, without blocking the event loop."""
     calls = state.get("calls") or []
     if not calls:
         return {"answers": {}}

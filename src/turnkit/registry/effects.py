@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
@@ -111,12 +112,23 @@ def drive(steps: Steps[T], env: Environment) -> T:
             reply, error = None, exc
 
 
+class Cancelled(Exception):
+    """Thrown into the steps when the run awaiting them was cancelled while they ran in a
+    worker thread: they clean up (an idempotency key is released) and stop, so a cancelled call
+    does no more ledger work (no confirmation, no charge) than it had started."""
+
+
 async def adrive(steps: Steps[T], env: Environment) -> T:
     """Run ``steps`` to its answer without blocking the event loop (see the module's doc)."""
     reply: Any = None
     error: Exception | None = None
+    cancelled = threading.Event()
     while True:
-        done, found = await asyncio.to_thread(_advance, steps, env, reply, error)
+        try:
+            done, found = await asyncio.to_thread(_advance, steps, env, reply, error, cancelled)
+        except asyncio.CancelledError:
+            cancelled.set()  # the worker thread stops the steps at their next effect
+            raise
         if done:
             return found  # type: ignore[no-any-return]
         try:
@@ -133,15 +145,28 @@ class _Awaitable:
 
 
 def _advance(
-    steps: Steps[T], env: Environment, reply: Any, error: Exception | None
+    steps: Steps[T],
+    env: Environment,
+    reply: Any,
+    error: Exception | None,
+    cancelled: threading.Event,
 ) -> tuple[bool, Any]:
     """In a worker thread: run ``steps`` on, performing the effects that may block here, up to
-    its answer ``(True, answer)`` or to an effect for the event loop ``(False, effect)``."""
+    its answer ``(True, answer)`` or to an effect for the event loop ``(False, effect)``.
+
+    Once ``cancelled`` is set, ``Cancelled`` is thrown into the steps at their next effect; the
+    effects of their clean-up still run.
+    """
+    stopping = False
     while True:
         try:
             effect = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
             return True, stop.value
+        if cancelled.is_set() and not stopping:
+            stopping = True
+            reply, error = None, Cancelled("the run awaiting this call was cancelled")
+            continue
         if isinstance(effect, (RunHandler, Pause)) or (
             isinstance(effect, Permissions) and _is_async(env.permissions)
         ):

@@ -161,6 +161,13 @@ def cost_of(tool: Tool, value: dict[str, Any]) -> int:
     return 1
 
 
+def never_held(tool: Tool) -> bool:
+    """True when ``needs_hold`` is False for ``tool`` whatever the caller, input and settings: a
+    read (``read_only``) without a ``danger``. Such a call has nothing to do twice, so the turn
+    graph runs it without an idempotency key."""
+    return not tool.is_write and tool.danger is None
+
+
 def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext) -> bool:
     """Step 7's rule: a session's write, a danger that holds, or a batch over the setting.
 

@@ -1,0 +1,81 @@
+"""``never_held``: the promise the turn graph relies on to run plain reads without a key.
+
+A call that ``needs_hold`` must carry an idempotency key (a repeat returns the same held answer,
+not a second confirmation), so ``never_held(tool)`` may be True only when no caller, input or
+setting can hold the tool's calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from turnkit import Caller, Tool
+from turnkit.registry.context import CallContext
+from turnkit.registry.settings import Settings
+from turnkit.registry.steps import needs_hold, never_held
+
+
+def _danger(kind: str) -> Any:
+    if kind == "raises":
+
+        def check(value: dict, ctx: CallContext) -> bool:
+            raise RuntimeError("broken check")
+
+        return check
+    return {"none": None, "always": "always", "yes": lambda v, c: True, "no": lambda v, c: False}[
+        kind
+    ]
+
+
+_tools = st.builds(
+    lambda read_only, danger, audience: Tool(
+        name="lab.do_thing",
+        audience=audience,
+        scope=None if audience == "public" else "lab.things:write",
+        permission=None if audience == "public" else "lab.manage",
+        handler=lambda input, ctx: None,
+        annotations={"read_only": read_only},
+        danger=_danger(danger),
+    ),
+    st.booleans(),
+    st.sampled_from(["none", "always", "yes", "no", "raises"]),
+    st.sampled_from(["admin", "public"]),
+)
+_callers = st.sampled_from(
+    [Caller.session("u_1"), Caller.key("k", scopes={"lab.things:write"}), Caller.public()]
+)
+
+
+@given(tool=_tools, caller=_callers, items=st.integers(0, 200), batch=st.integers(1, 100))
+def test_a_tool_that_is_never_held_is_not_held_by_any_caller_input_or_setting(
+    tool, caller, items, batch
+):
+    value = {"items": list(range(items))}
+    ctx = CallContext(
+        caller=caller,
+        tool=tool,
+        permissions=frozenset(),
+        settings=Settings(confirm_batch_over=batch),
+        call_id="c",
+    )
+    if never_held(tool):
+        assert not needs_hold(tool, caller, value, ctx)
+
+
+def test_only_a_read_without_danger_is_never_held():
+    def tool(**fields: Any) -> Tool:
+        return Tool(
+            name="lab.do_thing",
+            scope="lab.things:write",
+            permission="lab.manage",
+            handler=lambda i, c: None,
+            **fields,
+        )
+
+    assert never_held(tool(annotations={"read_only": True}))
+    assert not never_held(tool(annotations={"read_only": True}, danger="always"))
+    assert not never_held(tool(annotations={"read_only": True}, danger=lambda v, c: False))
+    assert not never_held(tool())  # a write
