@@ -4,12 +4,15 @@ From the repository root. ``--quick`` runs fewer turns, rounds and calls (a smok
 minute or so); the full run takes a few minutes. PostgreSQL rows need
 ``TURNKIT_BENCH_POSTGRES_URL`` (or ``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped
 with a note. Ratios compare with a peer measured in the same run (see each scenario's docstring);
-nothing here asserts an absolute time.
+nothing here asserts an absolute time. Each scenario runs in a fresh Python process, so one
+scenario's leftovers (a bigger heap: longer garbage collections) do not weigh on the next.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -71,15 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, a smoke pass")
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), help="these scenarios")
+    parser.add_argument("--rows-of", choices=sorted(SCENARIOS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.rows_of:  # a child process: one scenario's rows as JSON on stdout
+        print(json.dumps(SCENARIOS[args.rows_of](args.quick)))
+        return 0
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for name, scenario in SCENARIOS.items():
+    for name in SCENARIOS:
         if args.only and name not in args.only:
             continue
         print(f"running {name} ...", file=sys.stderr, flush=True)
         begun = time.perf_counter()
-        rows += scenario(args.quick)
+        rows += _rows_in_a_new_process(name, args.quick)
         print(f"  {name}: {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
     print(_common.format_table(rows))
     missed = [r for r in rows if r.get("met") is False]
@@ -90,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         + (" (" + "; ".join(r["case"] for r in missed) + ")" if missed else "")
     )
     return 0
+
+
+def _rows_in_a_new_process(name: str, quick: bool) -> list[dict[str, Any]]:
+    command = [sys.executable, "-m", "bench", "--rows-of", name] + (["--quick"] if quick else [])
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(command, cwd=root, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":
