@@ -237,13 +237,14 @@ class Agent:
                 raise ValueError("messages= is for manage_history=False; this agent keeps history")
             thread = self.thread_id
             state = await self.graph.aget_state(self._config(thread))
-            new = [] if state.values.get("messages") else self._preamble()
+            before = list(state.values.get("messages") or [])
+            new = [] if before else self._preamble()
         else:
             thread = self._pending_thread = f"stateless-{uuid.uuid4()}"
-            new = self._preamble() + convert_to_messages(list(messages or []))
+            new, before = self._preamble() + convert_to_messages(list(messages or [])), []
         human = HumanMessage(text, id=str(uuid.uuid4()))
         try:
-            return await self._run({"messages": [*new, human]}, thread)
+            return await self._run({"messages": [*new, human]}, thread, before)
         except BaseException:
             if not self.manage_history:  # a failed stateless turn leaves nothing behind
                 await asyncio.shield(self._forget(thread))
@@ -255,10 +256,13 @@ class Agent:
             raise ValueError("no writes are waiting for a decision")
         return await self._run(Command(resume=decisions), thread)
 
-    async def _run(self, request: Any, thread: str) -> Response:
+    async def _run(self, request: Any, thread: str, before: list[Any] | None = None) -> Response:
+        """Run ``request`` on ``thread``; ``before``: its messages, when the caller has read them
+        (each read of a thread replays its messages since the last snapshot)."""
         config = self._config(thread)
-        before = await self.graph.aget_state(config)
-        seen = {m.id: m.content for m in (before.values or {}).get("messages", [])}
+        if before is None:
+            before = list((await self.graph.aget_state(config)).values.get("messages") or [])
+        seen = {m.id: m.content for m in before}
         result = await self.graph.ainvoke(request, config, context=TurnContext(caller=self.caller))
         messages = result.get("messages", [])
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
