@@ -42,7 +42,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 __all__ = ["SNAPSHOT_EVERY", "fold_messages", "message_id", "messages_channel"]
 
 SNAPSHOT_EVERY = 300
-"""Updates of the channel between full snapshots (LangGraph's default is 100).
+"""Updates of the channel between full snapshots (LangGraph 1.2.24's default is 100).
 
 A snapshot stores the whole conversation once; between snapshots a checkpoint stores only the new
 messages, and loading a thread replays the writes since the last snapshot. A round of a turn makes

@@ -206,19 +206,17 @@ def _perform(effect: Effect, env: Environment) -> Any:
 
 
 async def _aperform(effect: Effect | _Awaitable, env: Environment) -> Any:
+    """An effect ``_advance`` handed to the loop: a handler, a pause, an async provider's answer."""
     if isinstance(effect, _Awaitable):
         return frozenset(await effect.value)
-    if isinstance(effect, Store):
-        method = getattr(env.ledger, effect.method)
-        return await asyncio.to_thread(method, *effect.args, **effect.kwargs)
     if isinstance(effect, Permissions):
         return await apermissions_now(env.permissions, effect.caller)
     if isinstance(effect, RunHandler):
         return await _run_async(effect, env.handler_pool)
-    if isinstance(effect, UserCode):
-        return await asyncio.to_thread(effect.function, *effect.args)
-    await asyncio.sleep(effect.seconds)
-    return None
+    if isinstance(effect, Pause):
+        await asyncio.sleep(effect.seconds)
+        return None
+    raise TypeError(f"{type(effect).__name__} is performed in the worker thread, not on the loop")
 
 
 def _is_async(handler: Callable[..., Any]) -> bool:
