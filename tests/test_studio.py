@@ -248,12 +248,22 @@ async def test_studio_uses_an_openai_compatible_endpoint_when_one_is_configured(
         done = await _wait(client.runs.wait(tid, GRAPH_ID, input=question))
         # As Studio runs it: streaming the model's tokens too.
         events = await _wait(_collect(client, tid, GRAPH_ID, question))
+        state = await _wait(client.threads.get_state(tid))
     assert {"values", "messages"} <= {e.event.split("/")[0] for e in events}
+    # The second turn loaded the first from the server's store (messages are stored as deltas
+    # and replayed): the same messages, field for field, nothing filed under additional_kwargs.
+    history = state["values"]["messages"]
+    assert [m["type"] for m in history] == ["human", "ai", "tool", "ai"] * 2
+    assert len({m["id"] for m in history}) == 8
+    assert history[:4] == done["messages"]
+    assert all(m["additional_kwargs"] == {} for m in history if m["type"] != "ai")
     streamed = [e.data for e in events if e.event == "values"][-1]
     assert streamed["messages"][-1]["content"] == "Sencha green tea costs 4.36."
     assert done["messages"][-1]["content"] == "Sencha green tea costs 4.36."
     requests = fake_openai.requests  # all to POST /v1/chat/completions, or errors were recorded
     assert [bool(body.get("stream")) for body in requests] == [False, False, True, True]
+    roles = [m["role"] for m in requests[2]["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]  # the first turn, replayed
     first = requests[0]
     assert first["model"] == "fake-model"
     names = [tool["function"]["name"] for tool in first["tools"]]
