@@ -168,7 +168,7 @@ def fold_messages(current: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
     unknown id; the messages after ``REMOVE_ALL_MESSAGES`` are applied (``add_messages`` keeps
     them as they are, removals included).
     """
-    fold = _Fold(_messages(list(current)) if current else ())  # a copy: current stays as it is
+    fold = _Fold(_messages(current if isinstance(current, list) else list(current)))  # copies
     for update in writes:
         for message in _messages(update):
             fold.apply(message)
