@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 import _agent_workers as workers
 from _shop import Shop, prices
+from _weather import get_time, get_weather
 from turnkit import (
     Agent,
     AgentBusy,
@@ -48,18 +49,6 @@ WAIT = 60.0
 
 
 # --- the seed's tools -----------------------------------------------------------------------
-
-
-@tool(read_only=True)
-def get_weather(city: str, units: str = "celsius") -> str:
-    """Get current weather conditions for a city."""
-    return f"{city}: 22°{units[0].upper()}"
-
-
-@tool(read_only=True)
-def get_time(city: str) -> str:
-    """Get the local time in a city."""
-    return f"{city}: 14:00"
 
 
 WEATHER_SCHEMA = {

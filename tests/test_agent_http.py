@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from _openai_server import OpenAIServer, call, reply
 from _shop import Shop
+from _weather import get_time, get_weather
 from turnkit import (
     Agent,
     AgentTimeout,
@@ -40,18 +41,6 @@ from turnkit.structured import instruction
 CONTROL = ("dry_run", "confirm_token", "idempotency_key")
 READER = Caller.key("key-r", user_id="alice", scopes={"shop.products:read"})
 WRITER = Caller.key("key-w", user_id="alice", scopes={"shop.products:read", "shop.products:write"})
-
-
-@tool(read_only=True)
-def get_weather(city: str, units: str = "celsius") -> str:
-    """Get current weather conditions for a city."""
-    return f"{city}: 22°{units[0].upper()}"
-
-
-@tool(read_only=True)
-def get_time(city: str) -> str:
-    """Get the local time in a city."""
-    return f"{city}: 14:00"
 
 
 @tool(read_only=True)
