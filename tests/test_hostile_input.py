@@ -300,7 +300,7 @@ def test_input_nested_ten_thousand_deep_is_invalid_input(executor, key, shop, va
 
 def test_a_circular_input_is_invalid_input(executor, key, shop):
     error = assert_error(executor.execute(key, "shop.list_products", circular()), "invalid_input")
-    assert "Circular" in error["message"]
+    assert "circular reference" in error["message"]
     assert_audited(executor, "invalid_input")
 
 

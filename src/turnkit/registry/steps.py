@@ -17,6 +17,7 @@ from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.control import CONTROL_FIELDS, CONTROL_TYPES
+from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
 
@@ -79,11 +80,14 @@ def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Answer |
         return answers.error(
             "invalid_input", f"the input must be a JSON object, got {_kind(value)}"
         ), ""
-    try:
-        text = canonical_json(value)
-    except (TypeError, ValueError, RecursionError) as exc:
-        reason = "nests too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
-        return answers.error("invalid_input", f"the input is not plain JSON data: {reason}"), ""
+    problem = json_problem(value)
+    if problem is not None:
+        return answers.error(
+            "invalid_input",
+            f"the input is not plain JSON data within turnkit's limits: {problem}",
+            max_depth=MAX_DEPTH,
+        ), ""
+    text = canonical_json(value)
     if len(text) > settings.max_input_chars:
         return answers.error(
             "invalid_input",

@@ -1,0 +1,103 @@
+"""The limits of the JSON data a tool call carries: nesting depth and 64-bit integers.
+
+Python reads any JSON, but not everything Python reads can be kept: LangGraph's checkpointers
+(msgpack) refuse integers outside 64 bits and nesting a few hundred levels deep, and a turn whose
+model message cannot be checkpointed stops at ``call_model`` for good. So a tool's input, from a
+model or any other caller, must be plain JSON data within these limits; the executor answers
+anything else ``invalid_input`` with the reason, and the turn graph refuses such a model call before
+it is stored (``turnkit.nodes.model_reply``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["INT_MAX", "INT_MIN", "MAX_DEPTH", "json_problem"]
+
+MAX_DEPTH: Final = 64
+"""The deepest nesting of objects and arrays in a tool's input (the input object is level 1)."""
+INT_MIN: Final = -(2**63)
+"""The smallest integer accepted: a signed 64-bit integer."""
+INT_MAX: Final = 2**63 - 1
+"""The largest integer accepted: a signed 64-bit integer."""
+
+_SHOWN = 120
+
+
+def json_problem(
+    value: object,
+    *,
+    max_depth: int = MAX_DEPTH,
+    other: Callable[[object], str | None] | None = None,
+) -> str | None:
+    """None when ``value`` is plain JSON data within the limits, else what is wrong, with where.
+
+    Plain JSON data is ``dict`` (string keys), ``list`` (or ``tuple``), ``str``, ``bool``,
+    ``None``, an ``int`` within ``INT_MIN``..``INT_MAX`` and a finite ``float``, nested at most
+    ``max_depth`` levels. ``other`` judges any other object (None: it is not JSON data).
+
+    Example:
+        >>> json_problem({"limit": 10**30})[:33]
+        'at /limit: the integer 1000000000'
+        >>> json_problem({"a": [1, 2.5, None, "x"]}) is None
+        True
+    """
+    stack: list[tuple[object, int, str]] = [(value, 1, "")]
+    while stack:
+        item, depth, path = stack.pop()
+        if item is None or isinstance(item, str | bool):
+            continue
+        if isinstance(item, int):
+            if not INT_MIN <= item <= INT_MAX:
+                return f"{_at(path)}the integer {_digits(item)} is outside the 64-bit range" + (
+                    f" ({INT_MIN} to {INT_MAX})"
+                )
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{_at(path)}{item!r} is not a finite number"
+        elif isinstance(item, dict | list | tuple):
+            if depth > max_depth:
+                if _circular(value):
+                    return "the data refers to itself (a circular reference)"
+                return f"{_at(path)}the data nests deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    if not isinstance(key, str):
+                        return f"{_at(path)}the object key {key!r:.40} is not a string"
+                    stack.append((inner, depth + 1, f"{path}/{_escaped(key)}"))
+            else:
+                stack.extend((inner, depth + 1, f"{path}/{i}") for i, inner in enumerate(item))
+        else:
+            problem = f"{type(item).__name__} is not JSON data" if other is None else other(item)
+            if problem is not None:
+                return f"{_at(path)}{problem}"
+    return None
+
+
+def _circular(value: object) -> bool:
+    """True when ``value`` contains itself (checked only once it nests too deeply)."""
+    try:
+        json.dumps(value, default=repr)
+    except ValueError as exc:
+        return "Circular" in str(exc)
+    except RecursionError:
+        return False
+    return False
+
+
+def _digits(number: int) -> str:
+    text = str(number)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} digits)"
+
+
+def _escaped(key: str) -> str:
+    """A JSON pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _at(path: str) -> str:
+    shown = path if len(path) <= _SHOWN else path[:_SHOWN] + "…"
+    return f"at {shown or '(root)'}: "
