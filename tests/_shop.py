@@ -53,7 +53,11 @@ class Shop:
     size = 1
     """How many products the catalogue has (a test may grow it)."""
 
+    reads = 0
+    """How often ``list_products`` ran (in this process)."""
+
     def list_products(self, input: dict, ctx: Any) -> list[dict]:
+        self.reads += 1
         count = min(self.size, input.get("limit", 10))
         return [{"sku": f"TEA-{i + 1:04d}", "price": 4.5} for i in range(count)]
 

@@ -22,7 +22,8 @@ from turnkit.registry.settings import Settings
 POSTGRES_ENV = "TURNKIT_TEST_POSTGRES_URL"
 
 
-def _postgres_url() -> str:
+def postgres_url() -> str:
+    """A fresh PostgreSQL schema's URL (skipped locally without a server; mandatory in CI)."""
     base = os.environ.get(POSTGRES_ENV)
     if not base:
         if os.environ.get("CI"):
@@ -42,7 +43,7 @@ def ledger_url(request, tmp_path) -> str:
     """A URL of an empty ledger database: a SQLite file, then a fresh PostgreSQL schema."""
     if request.param == "sqlite":
         return str(tmp_path / "ledger.sqlite")
-    return _postgres_url()
+    return postgres_url()
 
 
 @pytest.fixture

@@ -202,5 +202,6 @@ def _chunk(message: AIMessage) -> ChatGenerationChunk:
             id=message.id,
             tool_call_chunks=chunks,
             usage_metadata=message.usage_metadata,
+            response_metadata=message.response_metadata,
         )
     )

@@ -43,12 +43,17 @@ def after_confirmation(state: TurnState) -> Literal["await_confirmation", "call_
 
 
 def _held_this_round(state: TurnState) -> bool:
-    """True when a held call answers a tool call of the latest AI message that made calls."""
+    """True when a held call's tool message follows the latest AI message that made calls.
+
+    Compared by message, not by tool call id: some servers use the same call ids every round.
+    """
     held = state.get("held") or []
     if not held:
         return False
+    held_messages = {call["message_id"] for call in held}
     for message in reversed(state["messages"]):
+        if message.id in held_messages:
+            return True
         if isinstance(message, AIMessage) and message.tool_calls:
-            ids = {call.get("id") for call in message.tool_calls}
-            return any(call["tool_call_id"] in ids for call in held)
+            return False
     return False

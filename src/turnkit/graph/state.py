@@ -6,13 +6,13 @@ the runtime context. What is kept here is exactly what a resumed run needs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
 
 from turnkit.graph.history import messages_channel
 
-__all__ = ["HeldCall", "PendingCall", "TurnLimits", "TurnOutput", "TurnState"]
+__all__ = ["HeldCall", "PendingCall", "RoundAnswer", "TurnLimits", "TurnOutput", "TurnState"]
 
 
 class PendingCall(TypedDict):
@@ -26,6 +26,20 @@ class PendingCall(TypedDict):
     """The registry name."""
     args: dict[str, Any]
     """The arguments, without control fields."""
+
+
+class RoundAnswer(TypedDict):
+    """A tool call's answer in this round, as the model will read it."""
+
+    content: str
+    """The tool message's content: the answer's compact JSON, fitted to the turn's limit.
+
+    Kept as text, not data: a handler's result may hold what a checkpointer cannot store (an
+    integer beyond 64 bits), and the text is exactly what the model receives."""
+    status: Literal["success", "error"]
+    """The tool message's status: ``error`` for an error answer."""
+    held: NotRequired[str]
+    """The confirmation id when the call is held for a person."""
 
 
 class HeldCall(TypedDict):
@@ -69,8 +83,9 @@ class TurnState(TypedDict, total=False):
     """Model calls made in this turn."""
     calls: list[PendingCall]
     """This round's valid calls, for ``execute``."""
-    answers: dict[str, dict[str, Any]]
-    """Tool call id -> the executor's answer (already fitted), for ``fit_results``."""
+    answers: dict[str, RoundAnswer]
+    """Tool call id -> its answer this round: the errors of ``validate_args`` and what
+    ``execute`` ran or held, for ``fit_results`` to give in the order of the calls."""
     held: list[HeldCall]
     """Writes waiting for a decision."""
     limits: TurnLimits

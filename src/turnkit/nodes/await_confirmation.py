@@ -1,6 +1,7 @@
 """``await_confirmation``: one interrupt for every held call; apply the person's decisions.
 
-Decisions already taken elsewhere (the CLI, another process) are honoured without asking. The rest
+Decisions already taken elsewhere (the CLI, another process) are honoured without asking, and a
+confirmation whose time ran out is closed as expired, never offered for a decision. The rest
 are listed in one ``interrupt()`` (see ``decisions.py`` for the payload and the resume value). Each
 decision goes to ``Executor.confirm`` as the turn's caller; its outcome replaces the held tool
 message (same message id). A call without a decision stays held and is asked again; a decision the
@@ -19,7 +20,7 @@ from langgraph.types import interrupt
 from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.decisions import decision_of, payload, resume_schema
-from turnkit.nodes.messages import fitted, tool_message
+from turnkit.nodes.messages import answered, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
 
@@ -33,14 +34,12 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     held = state.get("held") or []
-    pending, settled = _split(
-        held, [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
-    )
+    pending, done = _split(held, [executor.confirmation(h["confirmation_id"]) for h in held])
     problems: dict[str, str] = {}
     for cid, decision in _ask(pending, held, bound).items():
         answer = executor.confirm(cid, caller, decision_of(decision), allow=allow)
-        _note(cid, answer, executor.ledger.get_confirmation(cid), settled, problems)
-    return _update(held, settled, problems, bound.limits(state)[1])
+        _note(cid, answer, executor.confirmation(cid), done, problems)
+    return _update(held, done, problems, bound.limits(state)[1])
 
 
 async def aawait_confirmation(
@@ -48,34 +47,29 @@ async def aawait_confirmation(
 ) -> dict[str, Any]:
     """Async node: as ``await_confirmation``."""
     caller, allow = bound.caller(runtime)
-    executor, ledger = bound.executor, bound.executor.ledger
+    executor = bound.executor
     held = state.get("held") or []
-    pending, settled = _split(
-        held, [await ledger.aget_confirmation(h["confirmation_id"]) for h in held]
-    )
+    pending, done = _split(held, [await executor.aconfirmation(h["confirmation_id"]) for h in held])
     problems: dict[str, str] = {}
     for cid, decision in _ask(pending, held, bound).items():
         answer = await executor.aconfirm(cid, caller, decision_of(decision), allow=allow)
-        _note(cid, answer, await ledger.aget_confirmation(cid), settled, problems)
+        _note(cid, answer, await executor.aconfirmation(cid), done, problems)
     _, limit = await bound.alimits(state)
-    return _update(held, settled, problems, limit)
+    return _update(held, done, problems, limit)
 
 
 def _split(
     held: list[HeldCall], found: list[Confirmation | None]
 ) -> tuple[Pending, dict[str, dict[str, Any]]]:
-    """The calls still waiting, and the outcomes of those decided (or gone) already."""
+    """The calls still waiting, and the outcomes of those decided, expired or gone already."""
     pending: Pending = []
-    settled: dict[str, dict[str, Any]] = {}
+    done: dict[str, dict[str, Any]] = {}
     for call, confirmation in zip(held, found, strict=True):
-        cid = call["confirmation_id"]
-        if confirmation is None:
-            settled[cid] = answers.error("not_found", f"confirmation {cid!r} no longer exists")
-        elif confirmation.outcome is not None:
-            settled[cid] = confirmation.outcome
-        else:
+        if confirmation is not None and confirmation.outcome is None:
             pending.append((call, confirmation))
-    return pending, settled
+        else:
+            done[call["confirmation_id"]] = settled(call["confirmation_id"], confirmation)
+    return pending, done
 
 
 def _ask(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]:
@@ -97,29 +91,30 @@ def _note(
     cid: str,
     answer: dict[str, Any],
     after: Confirmation | None,
-    settled: dict[str, dict[str, Any]],
+    done: dict[str, dict[str, Any]],
     problems: dict[str, str],
 ) -> None:
     """Record a decision's outcome when it is final; else why it was not applied."""
     if after is not None and after.outcome is not None:
-        settled[cid] = after.outcome
+        done[cid] = after.outcome
     elif answers.is_error(answer):
         problems[cid] = answer["error"]["message"]
 
 
 def _update(
     held: list[HeldCall],
-    settled: dict[str, dict[str, Any]],
+    done: dict[str, dict[str, Any]],
     problems: dict[str, str],
     limit: int,
 ) -> dict[str, Any]:
     messages, still = [], []
     for call in held:
         cid = call["confirmation_id"]
-        if cid in settled:
-            content = fitted(settled[cid], limit)
+        if cid in done:
             messages.append(
-                tool_message(call["tool_call_id"], content, message_id=call["message_id"])
+                tool_message(
+                    call["tool_call_id"], answered(done[cid], limit), message_id=call["message_id"]
+                )
             )
         else:
             problem = problems.get(cid)

@@ -4,7 +4,8 @@ Each call's idempotency key is derived from the thread, the AI message and the t
 node that LangGraph runs again — after a crash, or on a resume — replays the recorded answer
 instead of writing twice. A plain read (``read_only``, no ``danger``: never held, nothing to do
 twice) goes without a key: reading again after a crash is harmless, and it spares the ledger two
-round trips per call. Answers are fitted here already, so an oversized result never reaches the
+round trips per call. Answers are fitted here already, as the JSON text the model will read, so
+an oversized result (or one no checkpointer stores, like a huge integer) never reaches the
 checkpoint.
 """
 
@@ -18,7 +19,8 @@ from langgraph.runtime import Runtime
 
 from turnkit.graph.state import PendingCall, TurnState
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import fitted
+from turnkit.nodes.messages import answered
+from turnkit.nodes.tools import held
 from turnkit.registry.steps import never_held
 
 __all__ = ["aexecute", "execute", "idempotency_key"]
@@ -44,7 +46,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     """Sync node: every valid call of the round, run at once in threads."""
     calls = state.get("calls") or []
     if not calls:
-        return {"answers": {}}
+        return {}
     caller, allow = bound.caller(runtime)
     executor = bound.executor
 
@@ -58,14 +60,14 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
         with ThreadPoolExecutor(min(len(calls), 8), thread_name_prefix="turnkit-round") as pool:
             results = list(pool.map(run, calls))
     _, limit = bound.limits(state)
-    return _answers(calls, results, limit)
+    return _answers(state, calls, results, limit)
 
 
 async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
     """Async node: every valid call of the round at once, without blocking the event loop."""
     calls = state.get("calls") or []
     if not calls:
-        return {"answers": {}}
+        return {}
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     results = await asyncio.gather(
@@ -77,13 +79,14 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
         )
     )
     _, limit = await bound.alimits(state)
-    return _answers(calls, list(results), limit)
+    return _answers(state, calls, list(results), limit)
 
 
-def _answers(calls: list[PendingCall], results: list[dict[str, Any]], limit: int) -> dict[str, Any]:
-    return {
-        "answers": {
-            call["id"]: fitted(answer, limit) for call, answer in zip(calls, results, strict=True)
-        },
-        "calls": [],
-    }
+def _answers(
+    state: TurnState, calls: list[PendingCall], results: list[dict[str, Any]], limit: int
+) -> dict[str, Any]:
+    """The round's answers: the errors of ``validate_args`` and these results, fitted as text."""
+    found = dict(state.get("answers") or {})
+    for call, answer in zip(calls, results, strict=True):
+        found[call["id"]] = answered(answer, limit, held=held(answer))
+    return {"answers": found, "calls": []}

@@ -1,8 +1,9 @@
-"""``fit_results``: the round's answers as tool messages; held writes noted for the interrupt.
+"""``fit_results``: the round's answers as tool messages, in the order of the calls.
 
-A held write's message is ``held_result(id)`` — never a token, a preview or its arguments. Every
-other answer is the executor's answer fitted to ``agent_tool_result_chars``: what the model
-receives is exactly what the checkpoint keeps.
+The answers are the errors of ``validate_args`` and what ``execute`` ran or held, each already
+fitted to ``agent_tool_result_chars`` as the JSON text the model reads: what the model receives is
+exactly what the checkpoint keeps. A held write's message is ``held_result(id)`` — never a token, a
+preview or its arguments — and the call is noted in ``held`` for ``await_confirmation``.
 """
 
 from __future__ import annotations
@@ -11,40 +12,37 @@ import uuid
 from typing import Any
 
 from turnkit.graph.state import HeldCall, TurnState
-from turnkit.nodes.messages import tool_message
-from turnkit.nodes.tools import held, held_result
+from turnkit.nodes.messages import call_ids, last_ai, tool_message
 
 __all__ = ["fit_results"]
 
 
 def fit_results(state: TurnState) -> dict[str, Any]:
-    """Pure node: tool messages for the answers of ``execute``."""
+    """Pure node: one tool message per answered call of the round, in call order."""
     answers = state.get("answers") or {}
+    ai = last_ai(state["messages"])
+    order = call_ids(ai) if ai is not None else list(answers)
+    names = {call["id"]: call["name"] for call in ai.tool_calls} if ai is not None else {}
+    tool_names = state.get("tool_names") or {}
     holding = list(state.get("held") or [])
     messages = []
-    for tool_call_id, answer in answers.items():
-        confirmation_id = held(answer)
+    for tool_call_id in order:
+        answer = answers.get(tool_call_id)
+        if answer is None:
+            continue
+        confirmation_id = answer.get("held")
         if confirmation_id is None:
             messages.append(tool_message(tool_call_id, answer))
             continue
         message_id = str(uuid.uuid4())
-        messages.append(
-            tool_message(tool_call_id, held_result(confirmation_id), message_id=message_id)
-        )
+        messages.append(tool_message(tool_call_id, answer, message_id=message_id))
+        name = names.get(tool_call_id, "")
         holding.append(
             HeldCall(
                 confirmation_id=confirmation_id,
                 tool_call_id=tool_call_id,
                 message_id=message_id,
-                tool=_tool_of(state, tool_call_id),
+                tool=tool_names.get(name, name),
             )
         )
     return {"messages": messages, "answers": {}, "held": holding}
-
-
-def _tool_of(state: TurnState, tool_call_id: str) -> str:
-    for message in reversed(state["messages"]):
-        for call in getattr(message, "tool_calls", None) or []:
-            if call.get("id") == tool_call_id:
-                return (state.get("tool_names") or {}).get(call["name"], call["name"])
-    return ""

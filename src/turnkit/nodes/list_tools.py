@@ -2,7 +2,8 @@
 
 Also reconciles writes held in earlier turns (a new user message was sent instead of a resume): a
 confirmation decided since — from the CLI, another process — gets its held tool message replaced by
-the outcome; one still pending stays held and is listed again in the next interrupt. And repairs
+the outcome, and so does one that expired meanwhile (``confirmation_expired``, once); one still
+pending stays held and is listed again in the next interrupt. And repairs
 a history that a stopped turn left invalid: tool calls without answers get one (``repaired``).
 """
 
@@ -14,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import fitted, repaired, tool_message
+from turnkit.nodes.messages import answered, repaired, settled, tool_message
 from turnkit.nodes.tools import for_model
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
@@ -30,7 +31,7 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     visibility, turn = bound.both_settings(executor.ledger.settings())  # one read for both
     tools = executor.visible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
-    found = [executor.ledger.get_confirmation(h["confirmation_id"]) for h in held]
+    found = [executor.confirmation(h["confirmation_id"]) for h in held]
     return _update(tools, held, found, turn, state.get("messages") or [])
 
 
@@ -41,7 +42,7 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     visibility, turn = bound.both_settings(await executor.ledger.asettings())
     tools = await executor.avisible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
-    found = [await executor.ledger.aget_confirmation(h["confirmation_id"]) for h in held]
+    found = [await executor.aconfirmation(h["confirmation_id"]) for h in held]
     return _update(tools, held, found, turn, state.get("messages") or [])
 
 
@@ -66,10 +67,14 @@ def _update(
     if held:
         still = []
         for call, confirmation in zip(held, found, strict=True):
-            if confirmation is not None and confirmation.outcome is not None:
-                content = fitted(confirmation.outcome, limit)
+            if confirmation is None or confirmation.outcome is not None:
+                outcome = settled(call["confirmation_id"], confirmation)
                 replaced.append(
-                    tool_message(call["tool_call_id"], content, message_id=call["message_id"])
+                    tool_message(
+                        call["tool_call_id"],
+                        answered(outcome, limit),
+                        message_id=call["message_id"],
+                    )
                 )
             else:
                 still.append(call)

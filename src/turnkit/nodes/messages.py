@@ -19,8 +19,10 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from turnkit.nodes.tools import fit
+from turnkit.graph.state import RoundAnswer
+from turnkit.nodes.tools import fit_text, held_result
 from turnkit.registry import answers
+from turnkit.registry.ledger import Confirmation
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Call one of the available tools: {available}."
 NO_TOOLS = "There is no tool named {name!r}, and no tools are available to you in this turn."
@@ -45,27 +47,74 @@ ROUND_LIMIT = (
 )
 
 
+REFUSED = "turnkit refused this call: "
+"""How ``call_model`` marks a call it refused in ``invalid_tool_calls`` (``error`` starts with it,
+and the rest is what the model is told)."""
+LIMITS = (
+    "The arguments of {name!r} cannot be accepted ({problem}): nothing was run. Send plain JSON"
+    " nested at most {depth} levels deep, with integers within 64 bits."
+)
+CUT_OFF = (
+    "Your reply was cut off at its output limit (finish_reason {reason!r}), so the arguments of"
+    " {name!r} may be incomplete: nothing was run. Call it again, with shorter arguments."
+)
+DUPLICATE = (
+    "This call repeats the id {id!r} of an earlier call in the same message, so it was not run"
+    " (running both could do the work twice). Call it again if you meant it."
+)
+
+
+def answered(answer: answers.Answer, limit: int, *, held: str | None = None) -> RoundAnswer:
+    """An answer as the model reads it: fitted JSON text (or ``held_result`` for a held call)."""
+    if held is not None:
+        return RoundAnswer(content=fit_text(held_result(held), limit), status="success", held=held)
+    failed = answer.get("status") == "error"
+    return RoundAnswer(content=fit_text(answer, limit), status="error" if failed else "success")
+
+
+def error_answer(code: answers.ErrorCode, text: str, **details: Any) -> RoundAnswer:
+    """An error answer from a template's ``text`` (short: never fitted)."""
+    error = answers.error(code, text, **details)
+    return RoundAnswer(content=_compact(error), status="error")
+
+
 def error_message(
     tool_call_id: str, code: answers.ErrorCode, text: str, **details: Any
 ) -> ToolMessage:
     """An error tool message from a template's ``text``."""
-    return tool_message(tool_call_id, answers.error(code, text, **details))
+    return tool_message(tool_call_id, error_answer(code, text, **details))
 
 
-def tool_message(tool_call_id: str, content: Any, *, message_id: str | None = None) -> ToolMessage:
-    """A tool message whose content is the JSON of ``content``; errors are marked as such."""
-    failed = isinstance(content, dict) and content.get("status") == "error"
+def tool_message(
+    tool_call_id: str, answer: RoundAnswer, *, message_id: str | None = None
+) -> ToolMessage:
+    """The tool message that gives ``answer`` to the call ``tool_call_id``."""
     return ToolMessage(
-        content=json.dumps(content, ensure_ascii=False, separators=(",", ":")),
+        content=answer["content"],
         tool_call_id=tool_call_id,
         id=message_id or str(uuid.uuid4()),
-        status="error" if failed else "success",
+        status=answer["status"],
     )
 
 
-def fitted(answer: dict[str, Any], limit: int) -> Any:
-    """An answer as the model receives it (and the checkpoint keeps it)."""
-    return fit(answer, limit)
+def settled(confirmation_id: str, confirmation: Confirmation | None) -> answers.Answer:
+    """The outcome a conversation sees of a held call whose confirmation is decided (or gone)."""
+    if confirmation is None:
+        return answers.error("not_found", f"confirmation {confirmation_id!r} no longer exists")
+    return confirmation.outcome or answers.error(
+        "in_progress", f"confirmation {confirmation_id!r} is still waiting for a decision"
+    )
+
+
+def call_ids(ai: AIMessage) -> list[str]:
+    """The ids of ``ai``'s calls in the order they are answered: its ``tool_calls``, then its
+    ``invalid_tool_calls`` (the order in which LangChain sends them back to a model)."""
+    ids = [call.get("id") or "" for call in ai.tool_calls]
+    return ids + [bad.get("id") or "" for bad in ai.invalid_tool_calls]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def repaired(messages: list[AnyMessage]) -> list[AnyMessage]:
@@ -74,23 +123,20 @@ def repaired(messages: list[AnyMessage]) -> list[AnyMessage]:
     A model API refuses a history in which an assistant's tool call has no tool message. When a
     turn was cancelled or crashed between the model's call and its answers, and a new user message
     came after it, the tool messages go before that user message: the user message is removed
-    and added again (with a new id) after them.
+    and added again (with a new id) after them. A call counts as answered by a tool message that
+    follows its own AI message (some servers use the same ids in every message).
     """
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    missing = [
-        call["id"]
-        for m in messages
-        if isinstance(m, AIMessage)
-        for call in m.tool_calls
-        if call.get("id") and call["id"] not in answered
-    ]
-    missing += [
-        call["id"]
-        for m in messages
-        if isinstance(m, AIMessage)
-        for call in m.invalid_tool_calls
-        if call.get("id") and call["id"] not in answered
-    ]
+    missing: list[str] = []
+    waiting: set[str] = set()
+    order: list[str] = []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            missing += [cid for cid in order if cid in waiting]
+            order = [cid for cid in call_ids(message) if cid]
+            waiting = set(order)
+        elif isinstance(message, ToolMessage):
+            waiting.discard(message.tool_call_id)
+    missing += [cid for cid in order if cid in waiting]
     if not missing:
         return []
     fixes: list[AnyMessage] = [error_message(cid, "in_progress", INTERRUPTED) for cid in missing]

@@ -19,7 +19,7 @@ from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.tool import Tool
 
-__all__ = ["FIT_MINIMUM", "arguments", "fit", "for_model", "held", "held_result"]
+__all__ = ["FIT_MINIMUM", "arguments", "fit", "fit_text", "for_model", "held", "held_result"]
 
 FIT_MINIMUM = 100
 """The smallest limit ``fit`` accepts: below it not even the truncation notice fits."""
@@ -92,6 +92,22 @@ def fit(result: Any, limit: int) -> Any:
     Raises:
         ValueError: ``limit`` is below ``FIT_MINIMUM``.
     """
+    _, truncated = _fit(result, limit)
+    return result if truncated is None else truncated
+
+
+def fit_text(result: Any, limit: int) -> str:
+    """The compact JSON of ``fit(result, limit)``, encoded once: what a tool message carries.
+
+    Raises:
+        ValueError: ``limit`` is below ``FIT_MINIMUM``.
+    """
+    text, truncated = _fit(result, limit)
+    return text if truncated is None else _compact(truncated)
+
+
+def _fit(result: Any, limit: int) -> tuple[str, dict[str, Any] | None]:
+    """``(compact JSON, None)`` when ``result`` fits, else ``("", its truncated form)``."""
     if limit < FIT_MINIMUM:
         raise ValueError(f"fit limit must be at least {FIT_MINIMUM} characters, got {limit}")
     if _surely_longer(result, limit):  # encode only the beginning: 10 MB costs ~1 ms, not ~100
@@ -99,14 +115,14 @@ def fit(result: Any, limit: int) -> Any:
     else:
         text = _compact(result)
         if len(text) <= limit:
-            return result
+            return text, None
         size = str(len(text))
     for hint in _HINTS:
         hint = hint.format(size=size, limit=limit)
         overhead = len(_compact({"truncated": True, "partial": "", "hint": hint}))
         if overhead <= limit:
             break
-    return {"truncated": True, "partial": _longest_prefix(text, limit - overhead), "hint": hint}
+    return "", {"truncated": True, "partial": _longest_prefix(text, limit - overhead), "hint": hint}
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))

@@ -30,7 +30,14 @@ from turnkit.registry.pipeline import (
 )
 from turnkit.registry.visibility import Allow
 
-__all__ = ["CONFIRM_ANY", "Decision", "DecisionAction", "confirm_steps", "parse_decision"]
+__all__ = [
+    "CONFIRM_ANY",
+    "Decision",
+    "DecisionAction",
+    "confirm_steps",
+    "current_steps",
+    "parse_decision",
+]
 
 CONFIRM_ANY = "system.confirm_any"
 """The permission that lets a person decide confirmations held for someone else."""
@@ -139,15 +146,7 @@ def confirm_steps(
     settings = yield from settings_now(setup)
     now = setup.clock()
     if held.status == "pending" and held.expires_at <= now:
-        expired = answers.error(
-            "confirmation_expired",
-            f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
-        )
-        yield Store(
-            "close_confirmation",
-            (held.id,),
-            {"status": "expired", "outcome": expired, "now": now, "only_expired": True},
-        )
+        yield from _expire(held, now)
         return (yield from _settled(setup, held.id, settings.handler_timeout))
     if held.status != "pending":
         return (yield from _settled(setup, held.id, settings.handler_timeout))
@@ -202,6 +201,30 @@ def confirm_steps(
         return outcome
     yield Store("finish_confirmation", (held.id, outcome))
     return outcome
+
+
+def current_steps(setup: Setup, confirmation_id: str) -> Steps[Confirmation | None]:
+    """The confirmation as it stands now, or None. One whose time ran out while it waited is
+    closed as expired first (once, in the ledger), so its ``outcome`` says so."""
+    held: Confirmation | None = yield Store("get_confirmation", (confirmation_id,))
+    now = setup.clock()
+    if held is not None and held.status == "pending" and held.expires_at <= now:
+        yield from _expire(held, now)
+        held = yield Store("get_confirmation", (confirmation_id,))
+    return held
+
+
+def _expire(held: Confirmation, now: float) -> Steps[None]:
+    """Close a pending confirmation whose time ran out (a no-op once decided or closed)."""
+    expired = answers.error(
+        "confirmation_expired",
+        f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
+    )
+    yield Store(
+        "close_confirmation",
+        (held.id,),
+        {"status": "expired", "outcome": expired, "now": now, "only_expired": True},
+    )
 
 
 def _checked_edit(

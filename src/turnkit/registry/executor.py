@@ -18,7 +18,7 @@ from typing import Any
 
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller, PermissionProvider
-from turnkit.registry.confirmations import Decision, confirm_steps
+from turnkit.registry.confirmations import Decision, confirm_steps, current_steps
 from turnkit.registry.effects import Environment, Permissions, adrive, drive
 from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger
 from turnkit.registry.pipeline import Call, Setup, enabled_now, execute_steps, settings_now
@@ -210,6 +210,18 @@ class Executor:
         """Async twin of ``confirm``."""
         steps = confirm_steps(self._setup, confirmation_id, decider, decision, allow)
         return await adrive(steps, self._env)
+
+    def confirmation(self, confirmation_id: str) -> Confirmation | None:
+        """The confirmation ``confirmation_id`` as it stands now, or None when there is none.
+
+        One whose time ran out while it waited is closed as expired first (in the ledger, once),
+        so its ``outcome`` is the ``confirmation_expired`` answer a conversation should see.
+        """
+        return drive(current_steps(self._setup, confirmation_id), self._env)
+
+    async def aconfirmation(self, confirmation_id: str) -> Confirmation | None:
+        """Async twin of ``confirmation``."""
+        return await adrive(current_steps(self._setup, confirmation_id), self._env)
 
     def pending(self, caller: Caller | None = None) -> list[Confirmation]:
         """Confirmations still waiting for a decision and not expired, oldest first."""
