@@ -7,7 +7,8 @@ merged from chunks; an invoked one is parsed whole), so a behaviour that matters
 ``Turns`` builds the graph afresh for every call, as a new process would: on ``memory`` one
 ``InMemorySaver`` is kept; on ``sqlite`` and ``postgres`` the storage is opened again from its URL
 (the sync savers for sync modes, the async ones for async modes). ``strict_checkpoints`` makes every
-saver use LangGraph's strict msgpack serializer (``LANGGRAPH_STRICT_MSGPACK=true``).
+saver use LangGraph's strict msgpack serializer (``LANGGRAPH_STRICT_MSGPACK=true``); the ``turns``
+fixture of ``conftest.py`` gives a ``Turns`` for each mode and backend.
 """
 
 from __future__ import annotations
@@ -17,10 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from turnkit import Executor
 from turnkit.graph import TurnContext, build_turn_graph
@@ -28,13 +26,6 @@ from turnkit.storage import open_async_storage, open_storage
 
 RUN_MODES = ("invoke", "stream-updates", "stream-values", "stream-messages", "ainvoke", "astream")
 SYNC_MODES = RUN_MODES[:4]
-
-
-@pytest.fixture
-def strict_checkpoints(monkeypatch) -> None:
-    """Every checkpointer made in the test uses LangGraph's strict msgpack serializer."""
-    strict = JsonPlusSerializer(allowed_msgpack_modules=None)
-    monkeypatch.setattr(BaseCheckpointSaver, "serde", strict)
 
 
 @dataclass

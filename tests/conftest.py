@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from _modes import RUN_MODES, Turns
 from _shop import Shop
 from turnkit import Caller, Registry, StaticPermissions
 from turnkit.registry.executor import Executor
@@ -108,3 +110,42 @@ def key() -> Caller:
     return Caller.key(
         "key-1", user_id="alice", scopes={"shop.products:read", "shop.products:write"}
     )
+
+
+@pytest.fixture
+def strict_checkpoints(monkeypatch) -> None:
+    """Every checkpointer made in the test uses LangGraph's strict msgpack serializer."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    strict = JsonPlusSerializer(allowed_msgpack_modules=None)
+    monkeypatch.setattr(BaseCheckpointSaver, "serde", strict)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request, tmp_path) -> Iterator[tuple[str, Ledger]]:
+    """``(backend, ledger)``: ``memory`` and its ledger (a SQLite file), or a storage URL and a
+    ledger on that database."""
+    if request.param == "memory":
+        url, ledger = "memory", open_ledger(str(tmp_path / "ledger.sqlite"))
+    else:
+        url = str(tmp_path / "turns.sqlite") if request.param == "sqlite" else postgres_url()
+        ledger = open_ledger(url)
+    yield url, ledger
+    ledger.close()
+
+
+@pytest.fixture(params=RUN_MODES)
+def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:
+    """A thread to run turns on: every run mode x every backend, strict checkpoints; the agent
+    may act in the shop (a session's writes are held)."""
+    url, ledger = backend
+    ledger.set_setting("api_session_write_modules", ["shop"])
+
+    def executor(on: Any) -> Executor:
+        settings = Settings(handler_timeout=2.0)
+        return Executor(
+            Registry([shop]), ledger=on, permissions=rights, settings=settings, clock=clock
+        )
+
+    return Turns(url, request.param, executor, ledger=ledger, checks=executor(ledger))

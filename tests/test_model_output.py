@@ -11,14 +11,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
-from _modes import RUN_MODES, Outcome, Turns, strict_checkpoints  # noqa: F401  (a fixture)
+from _modes import Outcome
 from _shop import prices
-from conftest import postgres_url
 from turnkit import Caller, Executor, Registry
 from turnkit.graph import TurnContext
 from turnkit.registry.json_limits import MAX_DEPTH
-from turnkit.registry.ledger import open_ledger
-from turnkit.registry.settings import Settings
 from turnkit.testing import ScriptedModel
 
 ALICE = TurnContext(caller=Caller.session("alice"))
@@ -32,29 +29,6 @@ def deep(depth: int) -> Any:
     for _ in range(depth):
         value = {"a": value}
     return value
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request, tmp_path) -> tuple[str, Any]:
-    """``(backend, ledger)``: the ledger is the memory backend's, or one on the storage's DB."""
-    if request.param == "memory":
-        return "memory", open_ledger(str(tmp_path / "ledger.sqlite"))
-    url = str(tmp_path / "turns.sqlite") if request.param == "sqlite" else postgres_url()
-    return url, open_ledger(url)
-
-
-@pytest.fixture(params=RUN_MODES)
-def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:  # noqa: F811
-    url, ledger = backend
-    ledger.set_setting("api_session_write_modules", ["shop"])
-
-    def executor(on: Any) -> Executor:
-        settings = Settings(handler_timeout=2.0)
-        return Executor(
-            Registry([shop]), ledger=on, permissions=rights, settings=settings, clock=clock
-        )
-
-    return Turns(url, request.param, executor, ledger=ledger, checks=executor(ledger))
 
 
 def tool_answers(outcome: Outcome) -> list[tuple[str, dict[str, Any]]]:
