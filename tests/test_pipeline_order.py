@@ -205,3 +205,26 @@ def test_a_tool_error_is_shown_to_the_caller_with_its_details(ledger, rights):
         "message": "no product 'X'",
         "details": {"known": ["TEA-0001"]},
     }
+
+
+def test_the_session_write_switch_hides_public_writes_too(ledger, rights):
+    from turnkit import Executor, Registry
+
+    class Guestbook:
+        key = "guestbook"
+
+        def api_tools(self):
+            return [{"name": "guestbook.add_entry", "audience": "public",
+                     "handler": lambda input, ctx: {"added": True}}]  # fmt: skip
+
+    executor = Executor(Registry([Guestbook()]), ledger=ledger, permissions=rights)
+    alice = Caller.session("alice")
+    assert executor.visible_for(alice) == []
+    answer = executor.execute(alice, "guestbook.add_entry", {})
+    assert answer["error"]["code"] == "forbidden"
+    assert "api_session_write_modules" in answer["error"]["message"]
+    assert [t.name for t in executor.visible_for(Caller.public())] == ["guestbook.add_entry"]
+    ledger.set_setting("api_session_write_modules", ["guestbook"])
+    assert [t.name for t in executor.visible_for(alice)] == ["guestbook.add_entry"]
+    assert executor.execute(alice, "guestbook.add_entry", {})["status"] == "confirmation_required"
+    executor.close()

@@ -1,8 +1,9 @@
 """Which tools a caller may see now, and why a tool is hidden (DESIGN §4, ``visible_for``).
 
-Module enabled; public callers see public tools only; key callers need the tool's scope (and the
-tool in ``allow`` when it is a list); the permission must be held now; a session sees a module's
-write tools only when the module is in ``api_session_write_modules``.
+Module enabled; a session sees a module's write tools only when the module is in
+``api_session_write_modules`` (the agent's switch, whatever the tool's audience: a public write is
+a write the agent would make for a person); public callers see public tools only; key callers need
+the tool's scope (and the tool in ``allow`` when it is a list); the permission must be held now.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ def hidden_reason(
     """None when ``caller`` may see ``tool`` now, else the reason, worded for the caller."""
     if not enabled(tool.module):
         return f"module {tool.module!r} is disabled"
+    if (
+        caller.kind == "session"
+        and tool.is_write
+        and not tool.is_system
+        and tool.module not in settings.api_session_write_modules
+    ):
+        return (
+            f"the agent may not act in module {tool.module!r}: it is not in the setting"
+            " 'api_session_write_modules'"
+        )
     if tool.audience == "public":
         return None
     if caller.kind == "public":
@@ -43,16 +54,6 @@ def hidden_reason(
             return f"the key's allow list does not include {tool.name!r}"
     if tool.permission is not None and tool.permission not in permissions:
         return f"the caller lacks the permission {tool.permission!r}"
-    if (
-        caller.kind == "session"
-        and tool.is_write
-        and not tool.is_system
-        and tool.module not in settings.api_session_write_modules
-    ):
-        return (
-            f"the agent may not act in module {tool.module!r}: it is not in the setting"
-            " 'api_session_write_modules'"
-        )
     return None
 
 
