@@ -26,6 +26,7 @@ EXPECTED = [
     "PostgresLedger",
     "Registry",
     "Response",
+    "ResumeError",
     "SchemaError",
     "Settings",
     "SqliteLedger",

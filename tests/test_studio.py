@@ -189,6 +189,14 @@ async def test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume(start
         assert state["next"] == ["await_confirmation"]
         assert [i["value"] for i in state["interrupts"]] == [payload]
 
+        # A resume value that is no decision is refused with what to send; nothing is decided.
+        with pytest.raises(Exception, match="ResumeError") as refused:
+            await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "maybe"}}))
+        assert "nothing was decided" in str(refused.value)
+        assert cid in str(refused.value)
+        assert "'approve' | 'reject'" in str(refused.value)
+        assert _query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(7.03,)]
+
         # The person approves: the write runs once, the model answers, the turn ends.
         done = await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
         final = await _wait(client.threads.get_state(tid))

@@ -8,10 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from pydantic import ValidationError
 
 from _shop import prices
-from turnkit import Caller, Decision, Executor, Registry
+from turnkit import Caller, Decision, Executor, Registry, ResumeError
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.nodes.bound import MissingCallerError
 from turnkit.nodes.execute import idempotency_key
@@ -185,8 +184,11 @@ def test_a_missing_decision_keeps_the_call_held_and_asks_again(turn, shop):
 def test_a_malformed_decision_is_refused_and_nothing_is_applied(turn, shop, decision):
     graph, _ = turn({"tool_calls": [set_prices("TEA-0001")]}, "Done.")
     (held,) = confirmations(start(graph))
-    with pytest.raises(ValidationError):
+    with pytest.raises(ResumeError, match="nothing was decided") as refused:
         resume(graph, {held["confirmation_id"]: decision})
+    assert held["confirmation_id"] in str(refused.value)
+    assert "'approve' | 'reject'" in str(refused.value)
+    assert refused.value.held == (held["confirmation_id"],)
     assert shop.writes() == []
     resume(graph, {held["confirmation_id"]: "approve"})  # the thread still answers
     assert len(shop.writes()) == 1
@@ -195,7 +197,7 @@ def test_a_malformed_decision_is_refused_and_nothing_is_applied(turn, shop, deci
 def test_an_unknown_confirmation_id_is_refused_and_nothing_is_applied(turn, shop):
     graph, _ = turn({"tool_calls": [set_prices("TEA-0001")]}, "Done.")
     (held,) = confirmations(start(graph))
-    with pytest.raises(ValidationError, match="are not confirmations held in this thread"):
+    with pytest.raises(ResumeError, match="are not confirmations held in this thread"):
         resume(graph, {"not-a-held-id": "approve", held["confirmation_id"]: "approve"})
     assert shop.writes() == []
     resume(graph, {held["confirmation_id"]: "approve"})

@@ -10,6 +10,7 @@ lookup of a tool that does not exist) raises one of these::
      ├── CallerError            (ValueError)  a Caller that cannot identify anyone
      ├── ModuleError            (TypeError)   an object passed as a module is not one
      ├── UnknownToolError       (LookupError) a registry lookup of a name that is not registered
+     ├── ResumeError            (ValueError)  a paused turn resumed with a value it cannot take
      ├── AgentBusy              (RuntimeError) a prompt or reset while a prompt is in flight
      └── AgentTimeout           (TimeoutError) a prompt ran out of time; it was cancelled
 
@@ -88,3 +89,20 @@ class UnknownToolError(TurnkitError, LookupError):
         shown = ", ".join(repr(n) for n in known[:20]) or "none"
         more = f" (and {len(known) - 20} more)" if len(known) > 20 else ""
         super().__init__(f"no tool named {name!r} is registered; registered tools: {shown}{more}")
+
+
+class ResumeError(TurnkitError, ValueError):
+    """A paused turn was resumed with a value that is not a decision for its held calls.
+
+    Nothing was decided or saved: the turn is still paused, answer it again. ``held`` lists the
+    confirmation ids the turn waits on; ``problems`` says what was wrong with the value.
+    """
+
+    def __init__(self, held: Sequence[str], problems: Sequence[str], how: str) -> None:
+        self.held: tuple[str, ...] = tuple(held)
+        self.problems: tuple[str, ...] = tuple(problems)
+        listed = "; ".join(self.problems) or "not a decision"
+        super().__init__(
+            f"the resume value was refused ({listed}); nothing was decided, the turn still waits."
+            f" It holds the confirmations {list(self.held)}: resume with {how}"
+        )

@@ -16,10 +16,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
+from pydantic import ValidationError
 
+from turnkit.errors import ResumeError
 from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.decisions import decision_of, payload, resume_schema
+from turnkit.nodes.decisions import HOW_TO_RESUME, decision_of, payload, refusals, resume_schema
 from turnkit.nodes.messages import answered, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
@@ -82,7 +84,10 @@ def _ask(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]
         return {}
     titles = {tool.name: tool.title or tool.name for tool in bound.executor.registry.tools}
     ids = tuple(call["confirmation_id"] for call in held)
-    resume = interrupt(payload(pending, titles), response_schema=resume_schema(ids))
+    try:
+        resume = interrupt(payload(pending, titles), response_schema=resume_schema(ids))
+    except ValidationError as exc:
+        raise ResumeError(ids, refusals(exc), HOW_TO_RESUME) from None
     waiting = {confirmation.id for _, confirmation in pending}
     return {cid: decision for cid, decision in resume.root.items() if cid in waiting}
 

@@ -12,13 +12,21 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
 from turnkit.nodes.tools import arguments
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.ledger import Confirmation
 
-__all__ = ["PAYLOAD_TYPE", "PAYLOAD_VERSION", "decision_of", "payload", "resume_schema"]
+__all__ = [
+    "HOW_TO_RESUME",
+    "PAYLOAD_TYPE",
+    "PAYLOAD_VERSION",
+    "decision_of",
+    "payload",
+    "refusals",
+    "resume_schema",
+]
 
 PAYLOAD_VERSION = 1
 """Bumped whenever the payload or the resume value changes shape."""
@@ -67,17 +75,37 @@ def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
     """
 
     class Decisions(RootModel[dict[str, GraphDecision]]):  # type: ignore[misc]
-        @model_validator(mode="after")
-        def _held_ids_only(self) -> Decisions:
-            unknown = sorted(set(self.root) - set(ids))
-            if unknown:
+        @model_validator(mode="before")
+        @classmethod
+        def _held_ids_only(cls, value: Any) -> Any:
+            if not isinstance(value, dict):
                 raise ValueError(
-                    f"{unknown} are not confirmations held in this thread; the held ones are"
-                    f" {list(ids)}: resume with Command(resume={{<one of those>: decision}})"
+                    f"the resume value must map confirmation ids to decisions, got"
+                    f" {type(value).__name__}"
                 )
-            return self
+            unknown = sorted(map(str, set(value) - set(ids)))
+            if unknown:
+                raise ValueError(f"{unknown} are not confirmations held in this thread")
+            return value
 
     return Decisions
+
+
+def refusals(error: ValidationError) -> list[str]:
+    """What was wrong with a resume value, one short line per confirmation id (at most five)."""
+    by_id: dict[str, str] = {}
+    for problem in error.errors():
+        loc = [str(part) for part in problem["loc"]]
+        if not loc:  # the value as a whole
+            return [problem["msg"].removeprefix("Value error, ")]
+        field = ".".join(part for part in loc[1:] if "[" not in part and part not in _ACTIONS)
+        detail = f"{field}: {problem['msg']}" if field else ""
+        if detail or loc[0] not in by_id:
+            by_id[loc[0]] = detail or "not a decision"
+    return [f"{cid!r}: {text}" for cid, text in list(by_id.items())[:5]]
+
+
+_ACTIONS = frozenset({"approve", "reject", "edit"})
 
 
 def decision_of(value: Any) -> Decision:

@@ -1,0 +1,50 @@
+"""A resume value that is not a decision is refused with a ``ResumeError`` that says what to send;
+nothing is decided, and the paused turn answers the next, good value (every mode, every backend)."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from _shop import prices
+from turnkit import Caller, ResumeError, TurnkitError
+from turnkit.graph import TurnContext
+from turnkit.testing import ScriptedModel
+
+ALICE = TurnContext(caller=Caller.session("alice"))
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("approve", "must map confirmation ids to decisions"),
+        ({"not-held": "approve"}, "['not-held'] are not confirmations held in this thread"),
+        ("HELD:maybe", ": not a decision"),
+        ("HELD:edit-without-arguments", "arguments: Field required"),
+        ({"decisions": [{"type": "approve"}]}, "['decisions'] are not confirmations held"),
+    ],
+    ids=["bare-word", "unknown-id", "unknown-word", "edit-without-arguments", "hitl-shape"],
+)
+def test_a_refused_resume_says_what_to_send_and_decides_nothing(turns, shop, value, said):
+    write = {"name": "shop_set_prices", "args": prices("TEA-0001"), "id": "w1"}
+    model = ScriptedModel([{"tool_calls": [write]}, "Done."])
+    (held,) = turns.send(model, {"messages": [HumanMessage("go")]}, ALICE).confirmations
+    cid = held["confirmation_id"]
+    if value == "HELD:maybe":
+        value = {cid: "maybe"}
+    elif value == "HELD:edit-without-arguments":
+        value = {cid: {"action": "edit"}}
+    with pytest.raises(ResumeError) as refused:
+        turns.send(model, Command(resume=value), ALICE)
+    message = str(refused.value)
+    assert said in message
+    assert cid in message
+    assert "Command(resume={<confirmation_id>: 'approve' | 'reject'" in message
+    assert isinstance(refused.value, TurnkitError)
+    assert isinstance(refused.value, ValueError)
+    assert shop.writes() == []
+    assert [c.id for c in turns.checks.pending()] == [cid]
+    done = turns.send(model, Command(resume={cid: "approve"}), ALICE)
+    assert done.interrupts == []
+    assert len(shop.writes()) == 1
