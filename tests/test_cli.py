@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
 import pytest
+
+import _cli_app
+from _shop import prices
+from turnkit import Caller, Executor, Registry
+from turnkit.registry.ledger import open_ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNKIT = str(Path(sys.executable).with_name("turnkit"))
@@ -168,3 +175,129 @@ def test_the_readme_names_both_commands(command):
         assert "turnkit demo" in readme.split("<!-- test-command -->")[0]
     else:
         assert ".venv/bin/python -m pytest" in readme.split("<!-- test-command -->")[1]
+
+
+# --- deciding with the application's permission provider ----------------------------------------
+
+
+class App:
+    """The shop application of ``_cli_app`` in ``folder``, its ledger, and ``turnkit`` run on it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.folder = tmp_path / "app"
+        self.folder.mkdir()
+        self.rights = self.folder / "rights.json"
+        self.rights.write_text(json.dumps({"alice": ["shop.view", "shop.manage"]}))
+        self.db = str(tmp_path / "app.sqlite")
+        self.env = {"PYTHONPATH": str(ROOT / "tests"), "TURNKIT_TEST_APP_DIR": str(self.folder)}
+        self.ledger = open_ledger(self.db)
+        self.ledger.set_setting("api_session_write_modules", ["shop"])
+        self.executor = Executor(Registry([_cli_app.App]), ledger=self.ledger,
+                                 permissions=_cli_app.permissions)  # fmt: skip
+
+    def hold(self) -> str:
+        """A price write of alice's, held."""
+        return self.executor.execute(Caller.session("alice"), "shop.set_prices", prices())[
+            "confirmation_id"
+        ]
+
+    def grant(self, user: str, *names: str) -> None:
+        """``user`` holds exactly ``names`` from now on."""
+        self.rights.write_text(json.dumps({**json.loads(self.rights.read_text()), user: names}))
+
+    def writes(self) -> list[str]:
+        log = self.folder / "writes.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def status(self, cid: str) -> str:
+        return self.ledger.get_confirmation(cid).status
+
+    def turnkit(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [TURNKIT, *args], cwd=self.folder, env={**env(), **self.env},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    def decide(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.turnkit("confirmations", *args, "--db", self.db, "--module", "_cli_app:App")
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch) -> Iterator[App]:
+    """The application, with its rights in a file a test may change between two commands."""
+    monkeypatch.setenv("TURNKIT_TEST_APP_DIR", str(tmp_path / "app"))
+    made = App(tmp_path)
+    yield made
+    made.executor.close()
+    made.ledger.close()
+
+
+PROVIDER = ("--permissions", "_cli_app:permissions")
+
+
+def flat(text: str) -> str:
+    """``text`` with its line wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_approving_without_the_provider_is_refused_and_burns_nothing(app):
+    cid = app.hold()
+    done = app.decide("approve", cid, "--as", "alice")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pass --permissions package.module:provider" in flat(done.stdout)
+    assert "still pending" in done.stdout
+    assert app.status(cid) == "pending"
+    assert app.writes() == []
+
+
+def test_approving_with_the_provider_runs_the_write_once(app):
+    cid = app.hold()
+    done = app.decide("approve", cid, "--as", "alice", *PROVIDER)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "← ok" in done.stdout
+    assert len(app.writes()) == 1
+    assert app.status(cid) == "done"
+
+
+def test_a_decider_without_the_right_to_decide_is_refused_and_it_stays_pending(app):
+    cid = app.hold()
+    done = app.decide("approve", cid, "--as", "bob", *PROVIDER)
+    assert done.returncode == 1
+    assert "forbidden" in done.stdout
+    assert "still pending" in done.stdout
+    assert app.status(cid) == "pending"
+    app.grant("root", "system.confirm_any")
+    done = app.decide("approve", cid, "--as", "root", *PROVIDER)
+    assert done.returncode == 0, done.stdout
+    assert len(app.writes()) == 1  # it ran as alice, on root's decision
+
+
+def test_rights_revoked_while_waiting_close_the_confirmation_with_the_reason(app):
+    cid = app.hold()
+    app.grant("alice", "shop.view")  # shop.manage revoked
+    done = app.decide("approve", cid, "--as", "alice", *PROVIDER)
+    assert done.returncode == 1
+    assert "forbidden" in done.stdout
+    assert "shop.manage" in done.stdout
+    assert "closed: nothing ran" in flat(done.stdout)
+    held = app.executor.ledger.get_confirmation(cid)
+    assert held.status == "done"
+    assert held.outcome["error"]["code"] == "forbidden"
+    assert "shop.manage" in held.outcome["error"]["message"]
+    assert app.writes() == []
+
+
+def test_approving_a_tool_whose_module_is_not_loaded_is_refused(app):
+    cid = app.hold()
+    done = app.turnkit("confirmations", "approve", cid, "--db", app.db, *PROVIDER)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not loaded in this command: pass --module" in flat(done.stdout)
+    assert app.status(cid) == "pending"
+
+
+def test_a_permissions_option_that_does_not_load_says_why(app):
+    cid = app.hold()
+    done = app.decide("approve", cid, "--permissions", "_cli_app:nope")
+    assert done.returncode == 2
+    assert "--permissions '_cli_app:nope' could not be loaded" in flat(done.stdout)
+    assert app.status(cid) == "pending"

@@ -111,6 +111,10 @@ def test_a_permission_revoked_while_waiting_blocks_the_write(executor, alice, ri
     assert answer["error"]["code"] == "forbidden"
     assert shop.writes() == []
     assert executor.confirm(held, alice, "approve") == answer
+    closed = executor.ledger.get_confirmation(held)  # closed for good, the reason kept
+    assert closed.status == "done"
+    assert "shop.manage" in closed.outcome["error"]["message"]
+    assert executor.pending() == []
 
 
 def test_switching_the_agent_off_while_waiting_blocks_the_write(executor, alice, shop, held):

@@ -228,3 +228,16 @@ def test_explicit_modules_come_before_discovered_ones(installed_plugins):
 
 def test_entry_points_are_not_read_unless_asked(installed_plugins):
     assert Registry().names() == []
+
+
+def test_a_module_given_as_a_class_is_instantiated():
+    class Orders:
+        key = "orders"
+
+        def api_tools(self):
+            return [{"name": "orders.list_orders", "audience": "public",
+                     "annotations": {"read_only": True}, "handler": lambda i, c: []}]  # fmt: skip
+
+    registry = Registry([Orders])
+    assert registry.names() == ["orders.list_orders"]
+    assert isinstance(registry.modules["orders"], Orders)

@@ -279,7 +279,7 @@ def test_handler_string_is_imported():
 def test_handler_string_needs_module_and_function():
     assert (
         only_problem(handler="json.dumps")
-        == "handler: 'json.dumps' must be 'package.module:function'"
+        == "handler: 'json.dumps' must be written 'package.module:attribute'"
     )
 
 

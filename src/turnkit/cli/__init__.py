@@ -17,6 +17,7 @@ from rich.console import Console
 
 from turnkit.cli.session import SCRIPTED, Session, SetupError, open_session
 from turnkit.registry.caller import Caller
+from turnkit.registry.confirmations import CONFIRM_ANY
 
 app = typer.Typer(
     name="turnkit",
@@ -54,6 +55,14 @@ User = Annotated[str, typer.Option(help="The signed-in user the agent acts for."
 Grants = Annotated[
     list[str] | None, typer.Option("--grant", help="A permission the user holds (repeatable).")
 ]
+Permissions = Annotated[
+    str | None,
+    typer.Option(
+        "--permissions",
+        help="Your application's permission provider as package.module:provider, a function"
+        " (caller) -> permissions; default: --grant (and the demo's).",
+    ),
+]
 Act = Annotated[
     list[str] | None,
     typer.Option("--act", help="A module in which the agent may write (repeatable)."),
@@ -68,6 +77,7 @@ def _session(
     user: str,
     grants: list[str] | None,
     act: list[str] | None,
+    permissions: str | None = None,
 ) -> Session:
     try:
         session = open_session(
@@ -78,6 +88,7 @@ def _session(
             user=user,
             grants=grants or [],
             act=act or [],
+            permissions=permissions,
         )
     except SetupError as exc:
         console.print(f"[red]{exc}[/]")
@@ -103,6 +114,7 @@ def chat(
     catalogue: Catalogue = None,
     user: User = "demo",
     grant: Grants = None,
+    permissions: Permissions = None,
     act: Act = None,
 ) -> None:
     """Chat in the terminal; held writes are shown with their arguments and decided here."""
@@ -116,7 +128,7 @@ def chat(
     except SetupError as exc:
         console.print(f"[red]{exc}[/]")
         raise typer.Exit(2) from None
-    session = _session(db, module, entry_points, catalogue, user, grant, act)
+    session = _session(db, module, entry_points, catalogue, user, grant, act, permissions)
     try:
         graph = build_turn_graph(
             session.executor, chat_model, checkpointer=session.storage.checkpointer
@@ -173,13 +185,15 @@ def tools(
     entry_points: EntryPoints = False,
     catalogue: Catalogue = None,
     grant: Grants = None,
+    permissions: Permissions = None,
     act: Act = None,
 ) -> None:
     """The tools a caller may see now, and which of them wait for a confirmation."""
     from turnkit.cli.listing import caller_of, rows
 
     who = caller_of(caller, scope or [])
-    session = _session(db, module, entry_points, catalogue, who.user_id or "demo", grant, act)
+    user = who.user_id or "demo"
+    session = _session(db, module, entry_points, catalogue, user, grant, act, permissions)
     try:
         from turnkit.cli.render import tools_table
 
@@ -207,7 +221,8 @@ Decider = Annotated[
     str,
     typer.Option(
         "--as",
-        help="Who decides (recorded as decided_by); the CLI operator holds system.confirm_any.",
+        help="Who decides (recorded as decided_by). With --permissions, the held user or a holder"
+        " of system.confirm_any; without it, the operator may decide for anyone.",
     ),
 ]
 
@@ -220,9 +235,10 @@ def approve(
     catalogue: Catalogue = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
+    permissions: Permissions = None,
 ) -> None:
     """Approve a held write now: it runs (rights checked again) and its outcome is stored."""
-    _decide(confirmation_id, "approve", as_, db, catalogue, module, entry_points)
+    _decide(confirmation_id, "approve", as_, db, catalogue, module, entry_points, permissions)
 
 
 @confirmations.command("reject")
@@ -234,17 +250,11 @@ def reject(
     catalogue: Catalogue = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
+    permissions: Permissions = None,
 ) -> None:
     """Reject a held write: nothing runs; a paused conversation sees the rejection."""
-    _decide(
-        confirmation_id,
-        {"action": "reject", "message": message},
-        as_,
-        db,
-        catalogue,
-        module,
-        entry_points,
-    )
+    decision = {"action": "reject", "message": message}
+    _decide(confirmation_id, decision, as_, db, catalogue, module, entry_points, permissions)
 
 
 def _decide(
@@ -255,23 +265,52 @@ def _decide(
     catalogue: str | None,
     module: list[str] | None,
     entry_points: bool,
+    permissions: str | None,
 ) -> None:
     from turnkit.cli.render import outcome
 
-    session = _session(db, module, entry_points, catalogue, "demo", [], [])
+    session = _session(db, module, entry_points, catalogue, "demo", [], [], permissions)
     try:
-        held = session.storage.ledger.get_confirmation(confirmation_id)
+        held = session.executor.confirmation(confirmation_id)
         if held is None:
             console.print(f"[red]no confirmation {confirmation_id!r}[/]")
             raise typer.Exit(1)
-        if decider != held.caller.user_id:  # the operator decides for others, on the record
-            session.executor.permissions.grant(decider, "system.confirm_any")  # type: ignore[attr-defined]
+        approving = decision == "approve"
+        problem = _cannot_approve(session, held.tool) if approving else None
+        if problem is not None:
+            console.print(f"[red]{problem}[/]\nnothing was decided: it is still pending")
+            raise typer.Exit(2)
+        if not session.checks_permissions and decider != held.caller.user_id:
+            # without the application's provider, the operator decides for others, on the record
+            session.executor.permissions.grant(decider, CONFIRM_ANY)  # type: ignore[attr-defined]
         answer = session.executor.confirm(confirmation_id, Caller.session(decider), decision)
         outcome(console, answer)
         if answer.get("status") == "error":
+            after = session.executor.confirmation(confirmation_id)
+            still = after is not None and after.status == "pending"
+            console.print(
+                "[yellow]it is still pending[/]" if still else "[dim]it is closed: nothing ran[/]"
+            )
             raise typer.Exit(1)
     finally:
         session.close()
+
+
+def _cannot_approve(session: Session, tool_name: str) -> str | None:
+    """Why approving here would answer for the wrong reason (and close it for good), or None."""
+    tool = session.executor.registry.get(tool_name)
+    if tool is None:
+        return (
+            f"the tool {tool_name!r} is not loaded in this command: pass --module"
+            " package.module:object (the module that declares it), as your application does"
+        )
+    if tool.permission is not None and not (session.demo or session.checks_permissions):
+        return (
+            f"approving runs {tool_name!r}, which needs the permission {tool.permission!r}, and"
+            " this command cannot tell who holds it: pass --permissions package.module:provider"
+            " (your application's permission provider)"
+        )
+    return None
 
 
 @app.command()

@@ -7,14 +7,14 @@ the OpenAI-compatible model named by ``--model`` / ``TURNKIT_MODEL``.
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnkit.registry.caller import Caller, StaticPermissions
+from turnkit.registry.caller import Caller, PermissionProvider, StaticPermissions
 from turnkit.registry.executor import Executor
+from turnkit.registry.references import instance_of, resolve
 from turnkit.registry.registry import Registry
 from turnkit.storage import Storage, open_storage
 
@@ -36,6 +36,9 @@ class Session:
     caller: Caller
     demo: bool
     notes: list[str] = field(default_factory=list)
+    checks_permissions: bool = False
+    """True when ``--permissions`` gave the application's provider: everyone's rights, the
+    decider's included, are then the application's."""
 
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage)."""
@@ -52,47 +55,64 @@ def open_session(
     user: str,
     grants: list[str],
     act: list[str],
+    permissions: str | None = None,
 ) -> Session:
-    """Open the storage and build the executor for the options of a command."""
+    """Open the storage and build the executor for the options of a command.
+
+    ``permissions`` names the application's permission provider (``package.module:provider``);
+    without it, the user holds ``grants`` (and, on the demo, the demo's permissions).
+    """
+    provider = None if permissions is None else _provider(permissions)
     url = db or str(DEFAULT_DB)
     if "://" not in url:
         Path(url).parent.mkdir(parents=True, exist_ok=True)
     storage = open_storage(url)
     try:
-        loaded = [_load(spec) for spec in modules]
+        loaded = [_module(spec) for spec in modules]
         demo = not loaded and not entry_points
-        permissions = StaticPermissions({user: set(grants)})
+        static = StaticPermissions({user: set(grants)})
         if demo:
             from turnkit.demo import DEMO_PERMISSIONS, Catalogue
 
             path = Path(catalogue or DEFAULT_CATALOGUE)
             path.parent.mkdir(parents=True, exist_ok=True)
             loaded = [Catalogue(path)]
-            permissions.grant(user, *DEMO_PERMISSIONS)
+            static.grant(user, *DEMO_PERMISSIONS)
             act = [*act, Catalogue.key]
         registry = Registry(loaded, entry_points=entry_points)
         if act:
             storage.ledger.set_setting("api_session_write_modules", sorted(set(act)))
-        executor = Executor(registry, ledger=storage.ledger, permissions=permissions)
+        executor = Executor(registry, ledger=storage.ledger, permissions=provider or static)
     except BaseException:
         storage.close()
         raise
     notes = [str(w) for w in registry.warnings]
-    return Session(storage, executor, Caller.session(user), demo, notes)
+    return Session(storage, executor, Caller.session(user), demo, notes, provider is not None)
 
 
-def _load(spec: str) -> Any:
-    """``package.module:object`` (a module object, or a class/factory to call) as a module."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SetupError(f"--module {spec!r}: write it as 'package.module:object'")
-    try:
-        value: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            value = getattr(value, part)
-    except (ImportError, AttributeError) as exc:
-        raise SetupError(f"--module {spec!r} could not be loaded: {exc}") from exc
+def _module(spec: str) -> Any:
+    """``--module package.module:object``: a module object, or a class or factory making one."""
+    value = instance_of(_resolved("--module", spec))
     return value() if callable(value) and not hasattr(value, "api_tools") else value
+
+
+def _provider(spec: str) -> PermissionProvider:
+    """``--permissions package.module:provider``: the application's provider (a class is
+    instantiated), a callable ``(caller) -> permissions``."""
+    value = instance_of(_resolved("--permissions", spec))
+    if not callable(value):
+        raise SetupError(
+            f"--permissions {spec!r} is a {type(value).__name__}, not a permission provider: name"
+            " a function (caller) -> set of permissions, or an object with __call__"
+        )
+    return value  # type: ignore[no-any-return]
+
+
+def _resolved(option: str, spec: str) -> Any:
+    try:
+        return resolve(spec)
+    except ValueError as exc:
+        raise SetupError(f"{option} {exc}") from None
 
 
 def make_model(name: str | None, base_url: str | None) -> Any:

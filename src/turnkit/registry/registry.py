@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from turnkit.errors import ModuleError, UnknownToolError
+from turnkit.registry.references import instance_of
 from turnkit.registry.tool import Tool
 
 __all__ = ["ENTRY_POINT_GROUP", "Module", "ModuleWarning", "Registry"]
@@ -72,8 +73,8 @@ class Registry:
         entry_points: bool = False,
         system_tools: Iterable[Tool] = (),
     ) -> None:
-        """Collect ``modules`` (in order), then, if ``entry_points``, those installed under
-        ``turnkit.modules`` (sorted by entry-point name).
+        """Collect ``modules`` (in order; a module class is instantiated), then, if
+        ``entry_points``, those installed under ``turnkit.modules`` (sorted by entry-point name).
 
         Raises:
             ModuleError: an object in ``modules`` is not a module (no ``key`` or ``api_tools``).
@@ -86,7 +87,8 @@ class Registry:
             if not tool.is_system:
                 raise ValueError(f"system tool {tool.name!r} must be named 'system.<verb>_<noun>'")
             self._tools.setdefault(tool.name, tool.with_module(SYSTEM_MODULE))
-        for module in modules:
+        for given in modules:
+            module = instance_of(given)  # a module class is instantiated
             if not isinstance(module, Module) or not isinstance(module.key, str) or not module.key:
                 raise ModuleError(
                     f"{module!r} is not a module: give it a non-empty string 'key' and an"
@@ -221,8 +223,8 @@ def _discover() -> list[tuple[str, Module | str]]:
     found: list[tuple[str, Module | str]] = []
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: (p.name, p.value)):
         try:
-            obj = point.load()
-            if isinstance(obj, type) or (not isinstance(obj, Module) and callable(obj)):
+            obj = instance_of(point.load())
+            if not isinstance(obj, Module) and callable(obj):  # a factory
                 obj = obj()
         except Exception as exc:  # a broken plugin must not stop the others
             found.append((point.name, f"entry point {point.value!r} failed to load: {exc!r}"))

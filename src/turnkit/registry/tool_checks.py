@@ -7,13 +7,13 @@ runs all of them and reports every problem at once.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.pydantic_schema import is_model_class, schema_from_model
+from turnkit.registry.references import resolve
 from turnkit.registry.schema import check_schema
 
 NAME = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*\.[a-z][a-z0-9]*(_[a-z0-9]+)+")
@@ -124,16 +124,10 @@ def input_root_problems(schema: Mapping[str, Any]) -> list[str]:
 def resolve_handler(handler: object) -> tuple[Callable[..., Any] | None, list[str]]:
     """The handler as a callable (a ``"package.module:function"`` string imported) and problems."""
     if isinstance(handler, str):
-        module_name, sep, attr = handler.partition(":")
-        if not sep or not module_name or not attr:
-            return None, [f"handler: {handler!r} must be 'package.module:function'"]
         try:
-            target: Any = importlib.import_module(module_name)
-            for part in attr.split("."):
-                target = getattr(target, part)
-        except Exception as exc:  # any import-time failure is the declaration's problem
-            return None, [f"handler: {handler!r} could not be loaded: {type(exc).__name__}: {exc}"]
-        handler = target
+            handler = resolve(handler)
+        except ValueError as exc:
+            return None, [f"handler: {exc}"]
     if not callable(handler):
         return None, [
             f"handler: must be a callable (input, ctx) -> result or 'package.module:function',"
