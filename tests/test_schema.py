@@ -146,9 +146,11 @@ def test_check_schema_bounds_nesting():
     assert "nests deeper than 64 levels" in problems[0][1]
 
 
-def test_check_schema_of_non_json_content_does_not_crash():
-    problems = check_schema({"default": object(), "type": "object"})
-    assert problems == []
+def test_check_schema_of_non_json_content_reports_it_without_crashing():
+    # the schema is sent to the model and kept in checkpoints: it must be plain JSON data
+    ((path, message),) = check_schema({"default": object(), "type": "object"})
+    assert path == ""
+    assert message.endswith("checkpoint can store: at /default: object is not JSON data")
 
 
 def test_ensure_compile_raises_schema_error_listing_every_problem():
@@ -251,3 +253,11 @@ def test_non_string_keys_are_reported_not_hidden_by_caching():
 
 def test_a_pattern_is_checked_in_the_dialect_that_validates():
     assert check_schema({"type": "string", "pattern": "^\\p{L}+$"}) == []  # ECMA, not Python re
+
+
+def test_a_schema_number_no_checkpoint_can_store_is_refused():
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10**30}}}
+    ((path, message),) = check_schema(schema)
+    assert path == ""
+    assert "/properties/n/maximum" in message
+    assert "outside the 64-bit range" in message

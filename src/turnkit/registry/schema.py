@@ -24,7 +24,9 @@ from typing import Any, NamedTuple
 import jsonschema_rs
 
 from turnkit.errors import SchemaError
+from turnkit.registry.json_limits import json_problem
 from turnkit.registry.schema_rules import FORMATS, KEYWORDS, check_node
+from turnkit.registry.schema_rules import MAX_DEPTH as MAX_SUBSCHEMA_DEPTH
 
 __all__ = [
     "FORMATS",
@@ -78,7 +80,14 @@ def _check_canonical(text: str) -> tuple[Problem, ...]:
 def _check(schema: object) -> tuple[Problem, ...]:
     problems: list[Problem] = []
     check_node(schema, "", problems, 0)
+    plain = json_problem(schema, max_depth=_PLAIN_DEPTH)  # e.g. a maximum of 10**30
+    if plain is not None and not problems:
+        problems.append(("", f"a schema is plain JSON data a checkpoint can store: {plain}"))
     return tuple(problems)
+
+
+_PLAIN_DEPTH = 3 * MAX_SUBSCHEMA_DEPTH + 8
+"""Containers a schema may nest (the subset's own depth rule is counted in sub-schemas)."""
 
 
 def check_schema(schema: object) -> list[Problem]:
