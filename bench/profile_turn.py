@@ -8,6 +8,7 @@ with cProfile and prints the top functions by cumulative time.
 
     .venv/bin/python bench/profile_turn.py [--turns N] [--top N]
         [--checkpointer none|memory|sqlite|postgres] [--durability sync|async|exit]
+        [--match REGEX]
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpointer", choices=backends, default="none")
     parser.add_argument("--durability", choices=("sync", "async", "exit"), default="sync")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--match", help="also list the functions whose file or name match this")
     args = parser.parse_args(argv)
 
     folder = tempfile.mkdtemp(prefix="turnkit-profile-")
@@ -136,7 +138,11 @@ def main(argv: list[str] | None = None) -> None:
         turn()
     profile.disable()
     print(f"\ncProfile of {args.turns} turns, top {args.top} by cumulative time:")
-    pstats.Stats(profile).strip_dirs().sort_stats("cumulative").print_stats(args.top)
+    stats = pstats.Stats(profile).strip_dirs().sort_stats("cumulative")
+    stats.print_stats(args.top)
+    if args.match:
+        print(f"functions matching {args.match!r}:")
+        stats.print_stats(args.match)
     executor.close()
     if storage is not None:
         storage.close()

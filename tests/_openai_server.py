@@ -63,9 +63,16 @@ def reply(
     *,
     tool_calls: Iterable[dict[str, Any]] = (),
     usage: dict[str, int] | None = None,
+    finish_reason: str | None = None,
 ) -> dict[str, Any]:
-    """An assistant reply: ``content`` and/or ``tool_calls`` (from ``call``), and its usage."""
-    return {"content": content, "tool_calls": list(tool_calls), "usage": usage}
+    """An assistant reply: ``content`` and/or ``tool_calls`` (from ``call``), and its usage;
+    ``finish_reason`` defaults to ``tool_calls`` or ``stop`` (``length``: cut off at the limit)."""
+    return {
+        "content": content,
+        "tool_calls": list(tool_calls),
+        "usage": usage,
+        "finish_reason": finish_reason,
+    }
 
 
 class OpenAIServer:
@@ -182,7 +189,12 @@ class OpenAIServer:
             }
             for c in step.get("tool_calls") or ()
         ]
-        return {"content": step.get("content"), "tool_calls": calls, "usage": step.get("usage")}
+        return {
+            "content": step.get("content"),
+            "tool_calls": calls,
+            "usage": step.get("usage"),
+            "finish_reason": step.get("finish_reason"),
+        }
 
     def _fail(self, status: int, message: str) -> tuple[int, str, bytes]:
         with self._lock:
@@ -225,7 +237,7 @@ def _refused(body: Any) -> str | None:
 
 
 def _finish(message: dict[str, Any]) -> str:
-    return "tool_calls" if message["tool_calls"] else "stop"
+    return message.get("finish_reason") or ("tool_calls" if message["tool_calls"] else "stop")
 
 
 def _base(body: dict[str, Any], kind: str) -> dict[str, Any]:

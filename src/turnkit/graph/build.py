@@ -11,14 +11,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Durability
 
+from turnkit._compat import CONFIG_KEY_DURABILITY, RunnableCallable
 from turnkit.graph import routing
 from turnkit.graph.context import TurnContext
 from turnkit.graph.state import TurnOutput, TurnState

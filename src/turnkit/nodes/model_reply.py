@@ -40,7 +40,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from turnkit.nodes.messages import CUT_OFF, DUPLICATE, LIMITS, REFUSED
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 
-__all__ = ["CUT_OFF_REASONS", "StreamedArguments", "checked_reply", "unique_call_ids"]
+__all__ = [
+    "CUT_OFF_REASONS",
+    "StreamedArguments",
+    "checked_reply",
+    "may_stream",
+    "unique_call_ids",
+]
 
 log = logging.getLogger("turnkit.model")
 
@@ -84,6 +90,18 @@ class StreamedArguments(BaseCallbackHandler):
             return None
         merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
         return list(merged.tool_call_chunks)
+
+
+def may_stream(model: Any) -> bool:
+    """True when ``model`` (a chat model, or one with tools bound) is set to stream every call:
+    ``streaming=True``, or ``stream=True`` bound as a call argument."""
+    while model is not None:
+        if getattr(model, "streaming", False) is True:
+            return True
+        if (getattr(model, "kwargs", None) or {}).get("stream"):
+            return True
+        model = getattr(model, "bound", None)
+    return False
 
 
 def checked_reply(
