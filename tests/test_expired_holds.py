@@ -76,3 +76,21 @@ def test_a_resume_after_the_hold_expired_runs_nothing_and_asks_nothing(turns, sh
     assert answer_to(done, "w1")["error"]["code"] == "confirmation_expired"
     assert done.messages[-1].content == "It expired."
     assert shop.writes() == []
+
+
+def test_an_approved_write_whose_process_died_is_told_as_outcome_unknown(turns, shop, clock):
+    model = ScriptedModel([write("TEA-0001", "w1"), "Noted.", "Checking."])
+    (held,) = turns.send(model, said("change it"), ALICE).confirmations
+    turns.send(model, said("never mind"), ALICE)
+    cid = held["confirmation_id"]
+    # another process approved it and died inside the write: the confirmation stays running
+    claimed = turns.ledger.claim_confirmation(
+        cid, decided_by="session:alice", decision={"action": "approve"}, token="t", now=clock.now
+    )
+    assert claimed
+    clock.now += 60  # past handler_timeout (2 s) and the grace
+    later = turns.send(model, said("did it work?"), ALICE)
+    assert answer_to(later, "w1")["error"]["code"] == "outcome_unknown"
+    assert later.interrupts == []
+    assert turns.checks.confirmation(cid).status == "done"
+    assert shop.writes() == []

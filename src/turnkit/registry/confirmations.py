@@ -205,13 +205,27 @@ def confirm_steps(
 
 def current_steps(setup: Setup, confirmation_id: str) -> Steps[Confirmation | None]:
     """The confirmation as it stands now, or None. One whose time ran out while it waited is
-    closed as expired first (once, in the ledger), so its ``outcome`` says so."""
+    closed as expired first (once, in the ledger), and an approved write whose run stopped (its
+    process died) is closed as ``outcome_unknown``, so its ``outcome`` says so."""
     held: Confirmation | None = yield Store("get_confirmation", (confirmation_id,))
     now = setup.clock()
     if held is not None and held.status == "pending" and held.expires_at <= now:
         yield from _expire(held, now)
         held = yield Store("get_confirmation", (confirmation_id,))
+    elif held is not None and held.status == "running":
+        settings = yield from settings_now(setup)
+        stale_before = now - settings.handler_timeout - WAIT_GRACE
+        if (held.decided_at or 0) < stale_before:
+            yield from _abandon(held.id, stale_before)
+            held = yield Store("get_confirmation", (confirmation_id,))
     return held
+
+
+def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
+    """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
+    what = f"approved write of {confirmation_id!r}"
+    unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
+    yield Store("abandon_confirmation", (confirmation_id, unknown, stale_before))
 
 
 def _expire(held: Confirmation, now: float) -> Steps[None]:
@@ -258,9 +272,7 @@ def _settled(setup: Setup, confirmation_id: str, timeout: float) -> Steps[Answer
         if current.outcome is not None:
             return current.outcome
         if current.status == "running" and (current.decided_at or 0) < stale_before:
-            what = f"approved write of {confirmation_id!r}"
-            unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
-            yield Store("abandon_confirmation", (confirmation_id, unknown, stale_before))
+            yield from _abandon(confirmation_id, stale_before)
             continue
         if current.status == "pending":
             return answers.error(
