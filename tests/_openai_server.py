@@ -8,10 +8,11 @@ records every request body (parsed JSON) in ``requests`` and answers from a scri
   (arguments sent as a JSON string, as OpenAI does; give a string to send it as it is);
 - a function of the request body returning one of those.
 
-A request with ``"stream": true`` gets server-sent ``chat.completion.chunk`` events: the text in
-pieces, each tool call's arguments split over several chunks, a usage chunk when
-``stream_options.include_usage`` is set, then ``data: [DONE]``. Otherwise the answer is one
-``chat.completion`` object with ``usage``.
+It speaks HTTP/1.1 and keeps connections alive, as real servers do, so a client's connection pool
+is used as it is in production. A request with ``"stream": true`` gets server-sent
+``chat.completion.chunk`` events (chunked encoding): the text in pieces, each tool call's
+arguments split over several chunks, a usage chunk when ``stream_options.include_usage`` is set,
+then ``data: [DONE]``. Otherwise the answer is one ``chat.completion`` object with ``usage``.
 
 Failing loudly: a call beyond the script, a script function that raises, another path, and a
 history that OpenAI itself refuses (an assistant tool call without its tool messages, a tool message
@@ -29,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -86,6 +88,9 @@ class OpenAIServer:
         """Every request body, parsed, in the order they came (failed ones too)."""
         self.errors: list[str] = []
         """What went wrong: unscripted calls, failing script steps, refused histories."""
+        self.connections: set[tuple[str, int]] = set()
+        """The client addresses (host, port) that sent requests: fewer than the requests when
+        clients keep their connections alive."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -302,12 +307,22 @@ def _sse(
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.0: one request per connection; a stream ends when the connection closes."""
+    """HTTP/1.1 with keep-alive, as OpenAI, vLLM, llama.cpp and Ollama serve: a client reuses
+    its connections (a stream is sent in chunked encoding, so the connection outlives it)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def handle(self) -> None:
+        # the client may go away between two requests: nothing to answer then
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            super().handle()
 
     def do_POST(self) -> None:
         owner: OpenAIServer = self.server.owner  # type: ignore[attr-defined]
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         status, content_type, data = owner._answer(self.path, raw)
+        with owner._lock:
+            owner.connections.add(self.client_address)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("x-should-retry", "false")
@@ -317,10 +332,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for event in data:
-            self.wfile.write(event)
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def do_GET(self) -> None:
         owner: OpenAIServer = self.server.owner  # type: ignore[attr-defined]

@@ -1,13 +1,18 @@
 """A private event loop in a daemon thread: sync callers run coroutines there with a timeout.
 
-An ``Agent`` runs every turn on its portal, from ``prompt`` and ``aprompt`` alike. That gives sync
-code real cancellation on timeout (the run is cancelled, not abandoned in a thread), and keeps
-loop-bound resources (aiosqlite, async HTTP clients) on one loop for the agent's whole life.
+Every ``Agent`` runs every turn on the process's one portal (``shared_portal()``), from ``prompt``
+and ``aprompt`` alike. That gives sync code real cancellation on timeout (the run is cancelled, not
+abandoned in a thread), and keeps loop-bound resources on one loop that outlives every agent:
+langchain-openai keeps **one** async HTTP client per process, whose pooled keep-alive connections
+belong to the loop that opened them, so agents each on a loop of their own failed from the second
+one on ("Event loop is closed", "bound to a different event loop").
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -20,6 +25,7 @@ class Portal:
 
     def __init__(self, name: str = "turnkit-portal") -> None:
         self._closed = False
+        self.pid = os.getpid()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self._thread.start()
@@ -51,7 +57,7 @@ class Portal:
     def _check_open(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         if self._closed:
             coroutine.close()
-            raise RuntimeError("this agent is closed: create a new one")
+            raise RuntimeError("this portal is closed")
 
     def close(self) -> None:
         """Stop the loop and its thread."""
@@ -61,3 +67,17 @@ class Portal:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+
+_shared: Portal | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_portal() -> Portal:
+    """The process's portal, started on first use (and again in a forked child process)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared.closed or _shared.pid != os.getpid():
+            _shared = Portal()
+            atexit.register(_shared.close)
+        return _shared

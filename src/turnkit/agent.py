@@ -31,7 +31,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
-from turnkit._portal import Portal
+from turnkit._portal import shared_portal
 from turnkit.errors import AgentBusy, AgentTimeout
 from turnkit.graph.build import build_turn_graph
 from turnkit.graph.context import TurnContext
@@ -97,7 +97,8 @@ class Agent:
             raise ValueError(
                 "give tools, modules and permissions through the executor, or no executor"
             )
-        self._portal = Portal()
+        self._portal = shared_portal()
+        self._closed = False
         self._storage: AsyncStorage | None = None
         self._lock = threading.Lock()
         try:
@@ -194,14 +195,15 @@ class Agent:
             self._pending_thread = None
 
     def close(self) -> None:
-        """Release the storage, the executor (if the agent made it) and the private loop."""
-        try:
-            if self._storage is not None:
-                self._portal.run(self._storage.aclose())
-            if getattr(self, "_owns_executor", False):
-                self.executor.close()
-        finally:
-            self._portal.close()
+        """Release the storage and the executor (if the agent made it); safe to call again."""
+        if self._closed:
+            return
+        self._closed = True
+        storage, self._storage = self._storage, None
+        if storage is not None:
+            self._portal.run(storage.aclose())
+        if getattr(self, "_owns_executor", False):
+            self.executor.close()
 
     def __enter__(self) -> Agent:
         return self
@@ -213,7 +215,7 @@ class Agent:
 
     @contextmanager
     def _busy(self) -> Iterator[None]:
-        if self._portal.closed:
+        if self._closed:
             raise RuntimeError("this agent is closed: create a new one")
         if not self._lock.acquire(blocking=False):
             raise AgentBusy("this agent is answering a prompt; wait for it before the next call")
