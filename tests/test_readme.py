@@ -1,0 +1,93 @@
+"""Every code block of the README runs as written.
+
+Each ``python`` block runs on its own, in a fresh process and an empty folder, as a user who copies
+it would run it. A block that names an OpenAI model talks to the local scripted OpenAI-compatible
+server (``OPENAI_BASE_URL``), which answers any question by calling the first tool offered and then
+saying what it returned. Each ``sh`` block is run where it is cheap, or by the test named beside
+it in ``SHELL``; a new ``sh`` block fails here until it is given one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _openai_server import OpenAIServer, call, reply
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def blocks(language: str) -> list[tuple[str, str]]:
+    """``(heading, code)`` of every block in ``language``, the heading being the last one above."""
+    found = []
+    for match in FENCE.finditer(README):
+        if match.group(1) != language:
+            continue
+        headings = re.findall(r"^#+ (.+)$|^\*\*(\d+\. [^*]+)\*\*", README[: match.start()], re.M)
+        heading = next((h or b for h, b in reversed(headings)), "top")
+        found.append((heading.strip(), match.group(2)))
+    return found
+
+
+PYTHON = blocks("python")
+SHELL = {
+    "Two commands": "CI (.ci/run) runs the run command and the test command verbatim",
+    "4. Studio.": "tests/test_studio.py starts langgraph dev with these variables and flags",
+}
+
+
+def answer_anything(body: dict[str, Any]) -> Any:
+    """Call the first tool offered, filling its required strings from the question; then say
+    what the tool returned."""
+    messages = body["messages"]
+    last = messages[-1]
+    if last["role"] == "tool":
+        return f"Here is what I found: {last['content']}"
+    tools = body.get("tools") or []
+    if not tools:
+        return "Hello."
+    function = tools[0]["function"]
+    words = re.findall(r"[A-Z][a-z]+", str(last.get("content")))
+    schema = function["parameters"]
+    args = {
+        name: words[-1] if words else "x"
+        for name in schema.get("required", [])
+        if schema["properties"][name].get("type") == "string"
+    }
+    return reply(tool_calls=[call(function["name"], json.dumps(args))])
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer([answer_anything] * 50) as running:
+        yield running
+    assert running.errors == []
+
+
+@pytest.mark.parametrize(("heading", "code"), PYTHON, ids=[h for h, _ in PYTHON])
+def test_a_python_block_runs_as_written(heading, code, tmp_path, server):
+    (tmp_path / "block.py").write_text(code)
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TURNKIT_"))}
+    env = {**keep, "OPENAI_BASE_URL": server.url, "LANGSMITH_TRACING": "false"}
+    done = subprocess.run(
+        [sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, f"the block under {heading!r} failed:\n{done.stderr[-3000:]}"
+    assert done.stdout.strip(), f"the block under {heading!r} printed nothing"
+
+
+def test_the_readme_has_python_blocks_and_every_shell_block_is_run_somewhere():
+    assert len(PYTHON) >= 5
+    unknown = [heading for heading, _ in blocks("sh") if heading not in SHELL]
+    assert unknown == [], f"give these README sh blocks a test, and a line in SHELL: {unknown}"
