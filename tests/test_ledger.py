@@ -49,7 +49,7 @@ def test_settings_defaults_refuse_nonsense():
 def test_open_ledger_takes_paths_and_urls(tmp_path):
     assert isinstance(open_ledger(tmp_path / "a.sqlite"), SqliteLedger)
     assert open_ledger(f"sqlite:///{tmp_path}/b.sqlite").path == f"{tmp_path}/b.sqlite"
-    with pytest.raises(ValueError, match="unsupported ledger URL 'mysql://x'"):
+    with pytest.raises(ValueError, match="unsupported storage URL 'mysql://x'"):
         open_ledger("mysql://x")
 
 
@@ -100,7 +100,7 @@ def test_a_process_that_died_inside_an_approved_write_is_never_run_again(
 
 
 def test_an_in_memory_sqlite_ledger_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="needs a file path"):
+    with pytest.raises(ValueError, match="needs a SQLite file"):
         open_ledger(":memory:")
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sqlite3
 import sys
 import threading
+import time
 import traceback
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -21,8 +23,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from _shop import Shop, prices
-from turnkit import Caller, Executor, Registry
+from turnkit import Caller, Executor, Registry, StorageError
 from turnkit.graph import TurnContext, build_turn_graph
+from turnkit.registry.ledger import open_ledger
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
 
@@ -257,16 +260,63 @@ BAD_URLS = [
 ]
 
 
-@pytest.mark.parametrize("url", BAD_URLS)
-def test_bad_urls_are_refused_with_the_accepted_forms(url):
-    with pytest.raises(ValueError, match=r"file path, sqlite:///path, or postgresql://"):
+ACCEPTED_FORMS = (
+    r"a SQLite file \(ending in \.sqlite, \.sqlite3 or \.db\), sqlite:///path, or postgresql://"
+)
+
+
+@pytest.mark.parametrize("url", [*BAD_URLS, "postgres:/u@h/db", "garbage", "postgresql:u@h/db"])
+def test_bad_urls_are_refused_with_the_accepted_forms(url, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=ACCEPTED_FORMS):
         open_storage(url)
-    with pytest.raises(ValueError, match=r"file path, sqlite:///path, or postgresql://"):
+    with pytest.raises(StorageError, match=ACCEPTED_FORMS):
         open_async_storage(url)
+    with pytest.raises(StorageError, match=ACCEPTED_FORMS):
+        open_ledger(url)
+    assert list(tmp_path.iterdir()) == []  # no file named after the typo
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("missing/folder/x.sqlite", "the folder 'missing/folder' does not exist: create it first"),
+        (
+            "a-file.txt/x.sqlite",
+            "'a-file.txt' is a file, so 'a-file.txt/x.sqlite' cannot be created",
+        ),
+        ("a-folder.sqlite", "'a-folder.sqlite' is a folder, not a SQLite file"),
+    ],
+)
+def test_a_sqlite_path_that_cannot_be_opened_names_it_and_says_why(
+    where, said, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file.txt").write_text("x")
+    (tmp_path / "a-folder.sqlite").mkdir()
+    with pytest.raises(StorageError, match=re.escape(said)):
+        open_storage(where)
+    with pytest.raises(StorageError, match=re.escape(said)):
+        open_ledger(where)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_postgres_server_that_refuses_is_named_at_once():
+    url = "postgresql://nobody:hunter2@127.0.0.1:1/none"
+    started = time.monotonic()
+    with pytest.raises(
+        StorageError,
+        match=r"cannot connect to PostgreSQL at 'postgresql://\*\*\*@127.0.0.1:1/none'",
+    ) as refused:
+        open_storage(url)
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(StorageError, match="Is the server running"):
+        open_ledger(url)
+    assert time.monotonic() - started < 10
 
 
 def test_a_refused_url_does_not_echo_its_password():
-    with pytest.raises(ValueError, match="unsupported") as refused:
+    with pytest.raises(StorageError, match="unsupported") as refused:
         open_storage("mysql://admin:hunter2@db.example.com/app")
     assert "hunter2" not in str(refused.value)
     assert "hunter2" not in repr(Storage(None, None, "postgresql://a:hunter2@h/db", lambda: None))  # type: ignore[arg-type]

@@ -73,6 +73,7 @@ def open_postgres(url: str) -> tuple[Any, Ledger, Callable[[], None]]:
     """A ``PostgresSaver`` on a pool, the ``PostgresLedger``, and a function closing both."""
     m = _modules()
     kwargs = _settings(m)
+    m.ledger.reachable(url)  # an unreachable server: a StorageError now, with the reason
     with m.psycopg.Connection.connect(url, **kwargs) as conn:
         conn.execute(f"LISTEN {SETUP_DONE}")
         deadline = time.monotonic() + SETUP_TIMEOUT
@@ -107,6 +108,7 @@ async def aopen_postgres(url: str) -> tuple[Any, Ledger, Callable[[], Awaitable[
     """An ``AsyncPostgresSaver`` on an async pool, the ledger, and a coroutine closing both."""
     m = await asyncio.to_thread(_modules)  # first imports read files: keep them off the loop
     kwargs = _settings(m)
+    await asyncio.to_thread(m.ledger.reachable, url)
     async with await m.psycopg.AsyncConnection.connect(url, **kwargs) as conn:
         await conn.execute(f"LISTEN {SETUP_DONE}")
         deadline = time.monotonic() + SETUP_TIMEOUT

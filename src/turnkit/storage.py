@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from turnkit._storage_postgres import aopen_postgres, open_postgres
 from turnkit._storage_sqlite import aopen_sqlite, open_sqlite
+from turnkit.errors import StorageError
 from turnkit.registry.ledger import Ledger
+from turnkit.registry.ledger.urls import parse_url, shown, sqlite_problem
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["AsyncStorage", "OpeningAsyncStorage", "Storage", "open_async_storage", "open_storage"]
-
-ACCEPTED = "a file path, sqlite:///path, or postgresql://... (postgres://...)"
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -62,7 +62,7 @@ class Storage:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Storage({_shown(self.url)!r})"
+        return f"Storage({shown(self.url)!r})"
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -92,7 +92,7 @@ class AsyncStorage:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"AsyncStorage({_shown(self.url)!r})"
+        return f"AsyncStorage({shown(self.url)!r})"
 
 
 def open_storage(url: str | os.PathLike[str]) -> Storage:
@@ -106,7 +106,9 @@ def open_storage(url: str | os.PathLike[str]) -> Storage:
         A ``Storage``; close it (or use it in ``with``) when done.
 
     Raises:
-        ValueError: the URL is none of the accepted forms.
+        StorageError: the URL is none of the accepted forms, or names a file that cannot be
+            created (a missing folder) or a PostgreSQL server that cannot be reached; the message
+            names it and says what to do. (A ``TurnkitError`` and a ``ValueError``.)
         ImportError: a PostgreSQL URL without the ``postgres`` extra installed.
 
     Example:
@@ -126,7 +128,7 @@ def open_async_storage(url: str | os.PathLike[str]) -> OpeningAsyncStorage:
 
     Nothing is opened until the result is awaited or entered with ``async with``; the opening
     never blocks the event loop. Accepts the same URLs as ``open_storage``; a bad URL raises
-    ``ValueError`` at once.
+    ``StorageError`` at once.
 
     Args:
         url: as for ``open_storage``.
@@ -176,23 +178,11 @@ class OpeningAsyncStorage:
 
 
 def _parse(text: str) -> tuple[Literal["sqlite", "postgres"], str]:
-    """``("postgres", url)`` or ``("sqlite", file path)``; anything else is refused."""
-    if text.startswith(("postgresql://", "postgres://")):
-        return "postgres", text
-    path = text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text
-    if "://" in text and path == text:
-        raise ValueError(f"unsupported storage URL {_shown(text)!r}: use {ACCEPTED}")
-    if not path.strip() or path == ":memory:" or path.startswith("file:"):
-        raise ValueError(
-            f"storage needs a SQLite file shared by the checkpointer and the ledger, got {text!r}:"
-            f" use {ACCEPTED}"
-        )
-    return "sqlite", path
-
-
-def _shown(url: str) -> str:
-    """The URL without its credentials, for messages and reprs."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+    """``("postgres", url)`` or ``("sqlite", file path)``, checked: anything that cannot be opened
+    is refused now, with the reason (``turnkit.registry.ledger.urls``)."""
+    kind, target = parse_url(text)
+    if kind == "sqlite":
+        problem = sqlite_problem(target)
+        if problem is not None:
+            raise StorageError(f"cannot open the storage {target!r}: {problem}")
+    return kind, target

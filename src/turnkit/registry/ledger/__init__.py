@@ -11,26 +11,24 @@ import os
 from turnkit.registry.ledger.base import Ledger
 from turnkit.registry.ledger.records import Confirmation, IdempotencyRecord
 from turnkit.registry.ledger.sqlite import SqliteLedger
+from turnkit.registry.ledger.urls import parse_url
 
 __all__ = ["Confirmation", "IdempotencyRecord", "Ledger", "SqliteLedger", "open_ledger"]
 
 
 def open_ledger(url: str | os.PathLike[str]) -> Ledger:
-    """A ledger for ``url``: ``postgresql://...``, ``sqlite:///path``, or a file path.
+    """A ledger for ``url``: ``postgresql://...``, ``sqlite:///path``, or a SQLite file path.
+
+    Raises:
+        StorageError: ``url`` is none of the accepted forms, or names nothing that can be opened.
 
     Example:
         >>> open_ledger("/tmp/turnkit-doctest.sqlite")
         SqliteLedger('/tmp/turnkit-doctest.sqlite')
     """
-    text = os.fspath(url)
-    if text.startswith(("postgresql://", "postgres://")):
+    kind, target = parse_url(url)
+    if kind == "postgres":
         from turnkit.registry.ledger.postgres import PostgresLedger
 
-        return PostgresLedger(text)
-    if text.startswith("sqlite:///"):
-        text = text.removeprefix("sqlite:///")
-    elif "://" in text:
-        raise ValueError(
-            f"unsupported ledger URL {text!r}: use a file path, sqlite:///path or postgresql://..."
-        )
-    return SqliteLedger(text)
+        return PostgresLedger(target)
+    return SqliteLedger(target)

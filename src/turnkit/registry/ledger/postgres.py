@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
 from turnkit.registry.ledger.schema import TABLES
+from turnkit.registry.ledger.urls import shown
 
-__all__ = ["PostgresLedger"]
+__all__ = ["PostgresLedger", "reachable"]
 
 _SETUP_LOCK = 0x746B6C6564676572  # "tkledger": the ledger's own lock (storage holds "turnkit")
 
@@ -37,6 +39,7 @@ class PostgresLedger(Ledger):
                 "PostgresLedger needs the postgres extra: pip install 'turnkit[postgres]'"
             ) from exc
         self.url = url
+        reachable(url)
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -72,3 +75,23 @@ class PostgresLedger(Ledger):
 
     def __repr__(self) -> str:
         return "PostgresLedger(<url hidden>)"
+
+
+def reachable(url: str, timeout: float = 10.0) -> None:
+    """Connect once to ``url``, so an unreachable server fails now, with a clear reason.
+
+    A pool would retry in the background and answer only after its own timeout (30 s).
+
+    Raises:
+        StorageError: the server refused, the host is unknown, authentication failed, ...
+    """
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=int(timeout), autocommit=True).close()
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise StorageError(
+            f"cannot connect to PostgreSQL at {shown(url)!r}: {reason}. Is the server running,"
+            " and are the host, port, user and database in the URL right?"
+        ) from None

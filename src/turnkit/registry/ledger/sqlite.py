@@ -14,7 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.urls import sqlite_problem
 
 __all__ = ["SqliteLedger"]
 
@@ -32,10 +34,13 @@ class SqliteLedger(Ledger):
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = os.fspath(path)
         if self.path in ("", ":memory:") or self.path.startswith("file:"):
-            raise ValueError(
+            raise StorageError(
                 f"SqliteLedger needs a file path, got {self.path!r}: an in-memory database would"
                 " be a different empty one in every thread"
             )
+        problem = sqlite_problem(self.path)
+        if problem is not None:
+            raise StorageError(f"cannot open the ledger {self.path!r}: {problem}")
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
