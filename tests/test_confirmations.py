@@ -270,3 +270,49 @@ def test_an_allow_list_narrowed_while_waiting_blocks_the_write(executor, key, sh
     assert answer["error"]["code"] == "forbidden"
     assert "allow list" in answer["error"]["details"]["reason"]
     assert shop.writes() == []
+
+
+class Flaky:
+    """A permission provider whose first answer is ``first`` (raised when an exception), and
+    ``rights``' after that."""
+
+    _UNSET = object()
+
+    def __init__(self, rights, first) -> None:
+        self.rights, self.first = rights, first
+
+    def __call__(self, caller):
+        first, self.first = self.first, self._UNSET
+        if first is self._UNSET:
+            return self.rights(caller)
+        if isinstance(first, Exception):
+            raise first
+        return first
+
+
+@pytest.mark.parametrize(
+    "first",
+    [ConnectionError("role store down"), None, "shop.manage"],
+    ids=["raises", "answers-none", "answers-a-string"],
+)
+def test_an_approval_whose_provider_fails_leaves_the_confirmation_pending(
+    ledger, shop, rights, clock, first
+):
+    from turnkit import Executor, ProviderError, Registry
+
+    ledger.set_setting("api_session_write_modules", ["shop"])
+    alice = Caller.session("alice")
+    holding = Executor(Registry([shop]), ledger=ledger, permissions=rights, clock=clock)
+    cid = holding.execute(alice, "shop.set_prices", prices())["confirmation_id"]
+    approving = Executor(
+        Registry([shop]), ledger=ledger, permissions=Flaky(rights, first), clock=clock
+    )
+    raised = type(first) if isinstance(first, Exception) else ProviderError
+    with pytest.raises(raised):
+        approving.confirm(cid, alice, "approve")
+    assert ledger.get_confirmation(cid).status == "pending"  # nothing ran: decidable again
+    assert shop.writes() == []
+    assert approving.confirm(cid, alice, "approve")["status"] == "ok"
+    assert len(shop.writes()) == 1
+    holding.close()
+    approving.close()

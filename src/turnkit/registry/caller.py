@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from turnkit.errors import CallerError
+from turnkit.errors import CallerError, ProviderError
 
 __all__ = [
     "Caller",
@@ -23,6 +23,7 @@ __all__ = [
     "PermissionProvider",
     "StaticPermissions",
     "apermissions_now",
+    "permission_set",
     "permissions_now",
 ]
 
@@ -164,7 +165,7 @@ def permissions_now(provider: PermissionProvider, caller: Caller) -> frozenset[s
         raise TypeError(
             "the permission provider is async; use the executor's async methods (aexecute)"
         )
-    return frozenset(answer)  # type: ignore[arg-type]  # awaitables handled above
+    return permission_set(answer)
 
 
 async def apermissions_now(provider: PermissionProvider, caller: Caller) -> frozenset[str]:
@@ -180,8 +181,29 @@ async def apermissions_now(provider: PermissionProvider, caller: Caller) -> froz
     if inspect.iscoroutinefunction(provider) or inspect.iscoroutinefunction(
         getattr(provider, "__call__", None)  # noqa: B004  (an async __call__ method)
     ):
-        return frozenset(await provider(caller))  # type: ignore[misc]
+        return permission_set(await provider(caller))  # type: ignore[misc]
     answer = await asyncio.to_thread(provider, caller)
     if inspect.isawaitable(answer):
         answer = await answer
-    return frozenset(answer)
+    return permission_set(answer)
+
+
+def permission_set(answer: object) -> frozenset[str]:
+    """A provider's answer as a set of permission names.
+
+    Raises:
+        ProviderError: the answer is not a collection of strings (``None``, a string, ...): a
+            bug in the provider, refused rather than read as no rights or as single letters.
+    """
+    if isinstance(answer, str | bytes) or not isinstance(answer, Iterable):
+        raise ProviderError(
+            f"the permission provider answered {type(answer).__name__} {answer!r:.60}, not a"
+            " collection of permission names such as {'shop.view'}"
+        )
+    found = frozenset(answer)
+    if not all(isinstance(name, str) for name in found):
+        raise ProviderError(
+            "the permission provider answered a collection with non-string items; permissions"
+            " are names such as 'shop.view'"
+        )
+    return found

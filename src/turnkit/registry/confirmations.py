@@ -194,7 +194,14 @@ def confirm_steps(
         call_id=str(uuid.uuid4()),
         confirmation_id=held.id,
     )
-    outcome = yield from execute_steps(setup, run)
+    try:
+        outcome = yield from execute_steps(setup, run)
+    except Exception:
+        if (
+            not run.started
+        ):  # nothing ran (a provider failed, the run was cancelled): undo the claim
+            yield Store("reopen_confirmation", (held.id,))
+        raise
     if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
         yield Store("reopen_confirmation", (held.id,))
         outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"

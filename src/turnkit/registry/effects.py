@@ -20,7 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from turnkit.registry.caller import Caller, PermissionProvider, apermissions_now, permissions_now
+from turnkit.registry.caller import (
+    Caller,
+    PermissionProvider,
+    apermissions_now,
+    permission_set,
+    permissions_now,
+)
 from turnkit.registry.ledger import Ledger
 
 T = TypeVar("T")
@@ -189,7 +195,7 @@ def _permissions_in_thread(provider: PermissionProvider, caller: Caller) -> Any:
     answer = provider(caller)
     if inspect.isawaitable(answer):
         return _Awaitable(answer)
-    return frozenset(answer)  # type: ignore[arg-type]  # awaitables handled above
+    return permission_set(answer)
 
 
 def _perform(effect: Effect, env: Environment) -> Any:
@@ -208,7 +214,7 @@ def _perform(effect: Effect, env: Environment) -> Any:
 async def _aperform(effect: Effect | _Awaitable, env: Environment) -> Any:
     """An effect ``_advance`` handed to the loop: a handler, a pause, an async provider's answer."""
     if isinstance(effect, _Awaitable):
-        return frozenset(await effect.value)
+        return permission_set(await effect.value)
     if isinstance(effect, Permissions):
         return await apermissions_now(env.permissions, effect.caller)
     if isinstance(effect, RunHandler):

@@ -59,6 +59,8 @@ class Call:
     call_id: str
     confirmation_id: str | None = None
     detail: str | None = None
+    started: bool = False
+    """True once the handler was started: from then on the write may have happened."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +293,7 @@ def _hold_charge_run(
         confirmation_id=None if approved is None else approved.id,
         idempotency_key=ctx.idempotency_key,
     )
+    call.started = True
     outcome = yield RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]
     return _result_answer(call, tool, outcome, settings)
 
