@@ -84,10 +84,14 @@ def tool(
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
+        about = description or inspect.getdoc(function) or ""
+        problems = _undeclared(function, about)
+        if problems:
+            raise ToolDeclarationError(name or function.__name__, problems)
         model = _signature_model(function)
         return _build(
             name=name or function.__name__,
-            description=description or inspect.getdoc(function) or "",
+            description=about,
             input_schema=model,
             handler=_call_with_model(function, model),
             read_only=read_only,
@@ -148,6 +152,29 @@ def _build(
 def _snake(name: str) -> str:
     """A tool's own name as a model-safe lower-case name: ``Get Weather`` -> ``get_weather``."""
     return re.sub(r"[^a-z0-9_]", "_", name.strip().lower())
+
+
+def _undeclared(function: Callable[..., Any], description: str) -> list[str]:
+    """What a function lacks to be a tool a model can use: a description, parameter types."""
+    problems = []
+    if not description.strip():
+        problems.append(
+            f"{function.__name__}() has no docstring: add one saying what the tool does (the"
+            " model reads it to choose the tool), or pass @tool(description=...)"
+        )
+    hints = inspect.get_annotations(function, eval_str=True)
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            problems.append(
+                f"parameter {parameter.name!r}: *args and **kwargs cannot be described to a"
+                " model; name each parameter"
+            )
+        elif parameter.name not in hints:
+            problems.append(
+                f"parameter {parameter.name!r} has no type hint: write e.g. {parameter.name}: str"
+                " (its type becomes the input schema the model fills in)"
+            )
+    return problems
 
 
 def _signature_model(function: Callable[..., Any]) -> type[BaseModel]:

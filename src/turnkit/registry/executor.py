@@ -8,11 +8,13 @@ has a sync form for scripts and an ``a``-prefixed async twin that never blocks t
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,11 @@ from turnkit.registry.pipeline import Call, Setup, enabled_now, execute_steps, s
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
-from turnkit.registry.visibility import Allow, visible
+from turnkit.registry.visibility import Allow, hidden_reason, visible
 
 __all__ = ["Executor"]
+
+log = logging.getLogger("turnkit.executor")
 
 
 def no_permissions(caller: Caller) -> frozenset[str]:
@@ -68,11 +72,14 @@ class Executor:
                 hung handler cannot starve the ledger).
         """
         self._owns_ledger = ledger is None
+        self._checked: set[str | None] = set()  # modules looked at for the switch warning
         if ledger is None:
             ledger = SqliteLedger(Path(tempfile.mkdtemp(prefix="turnkit-")) / "ledger.sqlite")
         self.registry = registry
         self.ledger = ledger
         self.permissions = permissions
+        self.clock = clock
+        """Seconds since the epoch, as this executor reads them (confirmations expire by it)."""
         self._setup = Setup(registry=registry, defaults=settings or Settings(), clock=clock)
         self._env = Environment(
             ledger=ledger,
@@ -111,20 +118,64 @@ class Executor:
         """Async twin of ``visible_for``."""
         return await adrive(self._visible_steps(caller, allow, settings), self._env)
 
-    def _visible_steps(self, caller: Caller, allow: Allow, settings: Settings | None) -> Any:
+    def hidden_for(self, caller: Caller, allow: Allow = "all") -> list[tuple[Tool, str]]:
+        """The tools ``caller`` may not see now, each with the reason (``visible_for``'s rules)."""
+        return drive(self._hidden_steps(caller, allow), self._env)
+
+    def _rights(self, caller: Caller, settings: Settings | None) -> Any:
+        """``(settings, permissions, enabled)``: what decides visibility, read now."""
         if settings is None:
             settings = yield from settings_now(self._setup)
         permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
         modules = {tool.module for tool in self.registry.tools}
         flags = yield from enabled_now(self.registry, list(modules))
-        return visible(
-            caller,
-            self.registry.tools,
-            permissions=permissions,
-            settings=settings,
-            enabled=flags.__getitem__,
-            allow=allow,
-        )
+        return settings, permissions, flags.__getitem__
+
+    def _visible_steps(self, caller: Caller, allow: Allow, settings: Settings | None) -> Any:
+        settings, permissions, enabled = yield from self._rights(caller, settings)
+        rights = {"permissions": permissions, "settings": settings, "enabled": enabled}
+        shown = visible(caller, self.registry.tools, allow=allow, **rights)
+        if caller.kind == "session":
+            self._warn_switch(caller, allow, rights)
+        return shown
+
+    def _hidden_steps(self, caller: Caller, allow: Allow) -> Any:
+        settings, permissions, enabled = yield from self._rights(caller, None)
+        rights = {"permissions": permissions, "settings": settings, "enabled": enabled}
+        found = [
+            (tool, hidden_reason(caller, tool, allow=allow, **rights)) for tool in self.registry
+        ]
+        return [(tool, reason) for tool, reason in found if reason is not None]
+
+    def _warn_switch(self, caller: Caller, allow: Allow, rights: dict[str, Any]) -> None:
+        """Log once per module whose write tools a session misses only for the agent's switch."""
+        switch = rights["settings"].api_session_write_modules
+        unchecked = {
+            tool.module
+            for tool in self.registry.tools
+            if tool.is_write and tool.module not in switch and tool.module not in self._checked
+        }
+        if not unchecked:
+            return
+        self._checked.update(unchecked)
+        widened = replace(rights["settings"], api_session_write_modules=switch | unchecked)
+        opened = {**rights, "settings": widened}
+        for module in sorted(unchecked, key=str):
+            names = [
+                tool.name
+                for tool in self.registry.tools
+                if tool.module == module
+                and tool.is_write
+                and hidden_reason(caller, tool, allow=allow, **rights) is not None
+                and hidden_reason(caller, tool, allow=allow, **opened) is None
+            ]
+            if names:
+                log.warning(
+                    "the agent of %s does not see the write tools of module %r (%s): they are"
+                    " hidden only by the setting 'api_session_write_modules'; add %r to it to let"
+                    " the agent act there (their writes then wait for a person's yes)",
+                    caller.identity, module, ", ".join(names), module,
+                )  # fmt: skip
 
     @staticmethod
     def input_schema(tool: Tool) -> dict[str, Any]:
