@@ -40,6 +40,17 @@ def postgres_url() -> str:
     return f"{base}{separator}options=-csearch_path%3D{schema}"
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """One line per reason the run skipped tests, with how many (not one line per test)."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count} skipped: {reason}")
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def ledger_url(request, tmp_path) -> str:
     """A URL of an empty ledger database: a SQLite file, then a fresh PostgreSQL schema."""

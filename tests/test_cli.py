@@ -57,7 +57,11 @@ def test_tools_lists_what_a_caller_sees(tmp_path):
     assert "catalogue.list_products" in reader.stdout
     assert "catalogue.set_prices" not in reader.stdout
     nobody = run("tools", "--caller", "public", cwd=tmp_path)
-    assert "catalogue." not in nobody.stdout
+    assert nobody.returncode == 0
+    assert "public:anonymous sees no tools now:" in nobody.stdout
+    assert "catalogue.set_prices: the tool needs an API key or a signed-in session" in flat(
+        nobody.stdout
+    )
 
 
 def test_chat_without_a_model_says_what_to_set(tmp_path):
@@ -161,7 +165,8 @@ def test_a_write_decided_out_of_band_is_honoured_when_the_chat_resumes(tmp_path)
         timeout=60,
         dimensions=(50, 160),
     )
-    child.expect(words("wait for your decision"))
+    child.expect(words("1 write(s) of this thread were decided elsewhere:"))
+    child.expect(words("catalogue.set_prices approved by session:operator at"))
     child.expect(words("Done: I changed the price of ACC-0001 from 7.03 to 6.33"))
     child.expect("you>")
     child.sendline("/quit")

@@ -8,9 +8,12 @@ lookup of a tool that does not exist) raises one of these::
      ├── ToolDeclarationError   (ValueError)  a tool declaration breaks one or more rules
      ├── SchemaError            (ValueError)  a JSON Schema outside turnkit's subset
      ├── CallerError            (ValueError)  a Caller that cannot identify anyone
+     ├── ProviderError          (TypeError)   a permission provider answered something not a set
      ├── ModuleError            (TypeError)   an object passed as a module is not one
      ├── UnknownToolError       (LookupError) a registry lookup of a name that is not registered
      ├── ResumeError            (ValueError)  a paused turn resumed with a value it cannot take
+     ├── StorageError           (ValueError)  a storage URL that names nothing turnkit can open
+     ├── ModelError             (ValueError)  a model that cannot be built or reached
      ├── AgentBusy              (RuntimeError) a prompt or reset while a prompt is in flight
      └── AgentTimeout           (TimeoutError) a prompt ran out of time; it was cancelled
 
@@ -106,3 +109,19 @@ class ResumeError(TurnkitError, ValueError):
             f"the resume value was refused ({listed}); nothing was decided, the turn still waits."
             f" It holds the confirmations {list(self.held)}: resume with {how}"
         )
+
+
+class StorageError(TurnkitError, ValueError):
+    """A storage URL or path that turnkit cannot open: not one of the accepted forms, a folder
+    that does not exist, a PostgreSQL server that cannot be reached. The message names it (without
+    credentials) and says what to do."""
+
+
+class ModelError(TurnkitError, ValueError):
+    """A chat model that cannot be built (an unknown provider, not a model object) or reached
+    (its server is down); the message says what to check."""
+
+
+class ProviderError(TurnkitError, TypeError):
+    """A permission provider answered something that is not a collection of permission names
+    (``None``, a string): refused, since reading it as "no rights" or as letters would be wrong."""

@@ -1,21 +1,35 @@
-"""The turn loop of ``turnkit chat`` and ``turnkit demo``: stream a turn, show it, ask decisions."""
+"""The turn loop of ``turnkit chat`` and ``turnkit demo``: stream a turn, show it, ask decisions.
+
+A write needs an explicit yes: the decision prompt has no default, and takes ``a``/``approve``,
+``e``/``edit`` or ``r``/``reject``. Ctrl-C or Ctrl-D at any prompt, or during a turn, leaves the
+chat with the command that continues it; a held write stays pending in the ledger.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from rich.console import Console
 from rich.markup import escape
-from rich.prompt import Prompt
 
 from turnkit.cli import render
 from turnkit.graph.context import TurnContext
+from turnkit.registry.executor import Executor
 
 Decide = Callable[[dict[str, Any]], Any]
+
+CHOICES = {"a": "approve", "approve": "approve", "e": "edit", "edit": "edit", "r": "reject",
+           "reject": "reject"}  # fmt: skip
+"""What a person may type at the decision prompt."""
+
+
+class Left(Exception):
+    """The person left the chat (Ctrl-C, Ctrl-D, /quit)."""
 
 
 def run_turn(
@@ -63,36 +77,117 @@ def _show(console: Console, messages: list[Any]) -> str:
 
 
 def ask(console: Console) -> Decide:
-    """Ask the person at the terminal: approve, edit (new JSON arguments) or reject."""
+    """Ask the person at the terminal: approve, edit (new JSON arguments) or reject; no default."""
 
     def decide(entry: dict[str, Any]) -> Any:
-        choice = Prompt.ask(
-            "[bold]approve, edit or reject?[/]",
-            choices=["a", "e", "r"],
-            default="a",
-            console=console,
-        )
-        if choice == "a":
+        choice = _choice(console)
+        if choice == "approve":
             return "approve"
-        if choice == "r":
-            message = Prompt.ask("why (optional)", default="", console=console)
-            return {"action": "reject", "message": message or None}
+        if choice == "reject":
+            message = _read(console, "why (optional, Enter for none): ")
+            return {"action": "reject", "message": message.strip() or None}
+        shown = json.dumps(entry["arguments"], ensure_ascii=False)
+        console.print(f"[dim]the arguments now: {escape(shown)}[/]")
         while True:
-            text = Prompt.ask(
-                "new arguments (JSON)",
-                default=json.dumps(entry["arguments"], ensure_ascii=False),
-                console=console,
-            )
+            text = _read(console, "new arguments (one JSON object): ")
             try:
                 arguments = json.loads(text)
             except ValueError as exc:
-                console.print(f"[red]not JSON ({exc}); try again[/]")
+                console.print(f"[red]not JSON ({escape(str(exc))}); try again[/]")
                 continue
             if isinstance(arguments, dict):
                 return {"action": "edit", "arguments": arguments}
             console.print("[red]the arguments must be a JSON object; try again[/]")
 
     return decide
+
+
+def _choice(console: Console) -> str:
+    while True:
+        text = _read(console, "[bold]approve, edit or reject?[/] [a/e/r] ").strip().lower()
+        if text in CHOICES:
+            return CHOICES[text]
+        console.print(
+            "[yellow]type a (approve), e (edit) or r (reject): a write runs only on an explicit"
+            " yes[/]"
+        )
+
+
+def _read(console: Console, prompt: str) -> str:
+    try:
+        return console.input(prompt)
+    except (EOFError, KeyboardInterrupt):
+        raise Left from None
+
+
+def chat_loop(
+    graph: Any,
+    executor: Executor,
+    config: dict[str, Any],
+    context: TurnContext,
+    console: Console,
+) -> None:
+    """Resume what the thread waits for, then one turn per message until the person leaves."""
+    decide = ask(console)
+    resume_waiting(graph, executor, config, context, console, decide)
+    while True:
+        text = _read(console, "[bold green]you>[/] ")
+        if text.strip() in ("/quit", "/exit"):
+            return
+        if text.strip():
+            turn(graph, {"messages": [HumanMessage(text)]}, config, context, console, decide)
+
+
+def turn(
+    graph: Any,
+    request: Any,
+    config: dict[str, Any],
+    context: TurnContext,
+    console: Console,
+    decide: Decide,
+) -> None:
+    """One turn; a failure of the model (its server down, ...) is told in one line, and the
+    thread keeps everything said so far."""
+    try:
+        run_turn(graph, request, config, context, console, decide)
+    except Left:
+        raise
+    except Exception as exc:  # the model's server, a tool's code: say it, keep the chat alive
+        if os.environ.get("TURNKIT_DEBUG"):
+            raise
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        console.print(
+            f"[red]the turn stopped: {escape(reason)}[/]\n[dim]what was said is kept in the thread;"
+            " type again, or leave and continue later (TURNKIT_DEBUG=1 shows the traceback)[/]"
+        )
+
+
+def resume_waiting(
+    graph: Any,
+    executor: Executor,
+    config: dict[str, Any],
+    context: TurnContext,
+    console: Console,
+    decide: Decide,
+) -> None:
+    """A thread paused at held writes: say which were decided elsewhere and which wait, then
+    resume it (decisions taken elsewhere are honoured)."""
+    waiting = pending(graph, config)
+    if not waiting:
+        return
+    decided = []
+    for entry in waiting:
+        found = executor.confirmation(entry["confirmation_id"])
+        if found is not None and found.outcome is not None:
+            decided.append(render.decided(found))
+    if decided:
+        console.print(f"[yellow]{len(decided)} write(s) of this thread were decided elsewhere:[/]")
+        for line in decided:
+            console.print(f"  {escape(line)}")
+    if len(waiting) > len(decided):
+        count = len(waiting) - len(decided)
+        console.print(f"[yellow]{count} write(s) of this thread wait for your decision[/]")
+    turn(graph, Command(resume={}), config, context, console, decide)
 
 
 def pending(graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:

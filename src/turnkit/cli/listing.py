@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import typer
-
+from turnkit.cli.session import SetupError
 from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.names import model_name
@@ -19,7 +18,7 @@ def caller_of(spec: str, scopes: list[str]) -> Caller:
         return Caller.key(ident, scopes=scopes, user_id="demo")
     if kind == "public":
         return Caller.public()
-    raise typer.BadParameter(f"{spec!r}: use session:<user>, key:<key id> or public")
+    raise SetupError(f"--caller {spec!r}: use session:<user>, key:<key id> or public")
 
 
 def rows(executor: Executor, caller: Caller) -> list[dict[str, str]]:
@@ -47,3 +46,8 @@ def _confirmation(tool: Tool, caller: Caller, batch_over: int) -> str:
     if tool.is_write and tool.audience == "admin":
         return f"when a list has over {batch_over} items"
     return "no"
+
+
+def hidden(executor: Executor, caller: Caller) -> list[tuple[str, str]]:
+    """``(tool name, why the caller may not see it now)`` for every registered tool hidden."""
+    return [(tool.name, reason) for tool, reason in executor.hidden_for(caller)]

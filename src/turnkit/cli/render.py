@@ -11,6 +11,9 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from turnkit.nodes.execute import thread_of
+from turnkit.registry.ledger.records import Confirmation, iso
+
 WIDTH = 160
 
 
@@ -76,13 +79,75 @@ def tools_table(rows: list[dict[str, str]], title: str) -> Table:
     return table
 
 
-def confirmations_table(rows: list[Any]) -> Table:
-    """The table of ``turnkit confirmations list``."""
+def status(confirmation: Confirmation, now: float, stale_after: float) -> str:
+    """Where a confirmation is, in words: pending, expired, approved (and how it went), ..."""
+    c = confirmation
+    if c.status == "pending":
+        return "pending" if c.expires_at > now else "expired (not yet closed)"
+    if c.status == "running":
+        late = (c.decided_at or 0) < now - stale_after
+        return "outcome unknown (its run stopped)" if late else "approved: running"
+    if c.status in ("rejected", "expired"):
+        return c.status
+    outcome = c.outcome or {}
+    if outcome.get("status") == "ok":
+        return "approved: ok"
+    code = (outcome.get("error") or {}).get("code", "?")
+    return "outcome unknown" if code == "outcome_unknown" else f"approved: {code}"
+
+
+def decided(confirmation: Confirmation) -> str:
+    """One line: who decided what, when, and the outcome (``decided(...)`` of a closed one)."""
+    c = confirmation
+    action = (c.decision or {}).get("action") or c.status
+    verb = {"approve": "approved", "reject": "rejected", "edit": "edited and approved"}.get(
+        action, action
+    )
+    who = f" by {c.decided_by}" if c.decided_by else ""
+    when = f" at {iso(c.decided_at)}" if c.decided_at else ""
+    outcome = c.outcome or {}
+    result = (
+        "ok"
+        if outcome.get("status") == "ok"
+        else (outcome.get("error") or {}).get("code") or outcome.get("status") or "running"
+    )
+    return f"{c.id}: {c.tool} {verb}{who}{when} ({result})"
+
+
+def confirmations_table(rows: list[Confirmation], now: float, stale_after: float) -> Table:
+    """The table of ``turnkit confirmations list``; ids never wrap (copy them whole)."""
     table = Table(title="confirmations", title_justify="left")
-    for column in ("id", "tool", "caller", "status", "expires", "arguments"):
-        table.add_column(column, overflow="fold")
+    for column in ("id", "tool", "caller", "thread", "created", "status", "expires"):
+        table.add_column(column, no_wrap=True, overflow="ignore")
+    table.add_column("arguments", overflow="fold", min_width=12)
     for c in rows:
         table.add_row(
-            c.id, c.tool, c.caller.identity, c.status, c.expires_at_iso, compact(c.input, 80)
+            c.id,
+            c.tool,
+            c.caller.identity,
+            thread_of(c.idempotency_key) or "-",
+            iso(c.created_at),
+            status(c, now, stale_after),
+            c.expires_at_iso,
+            compact(c.input, 60),
         )
     return table
+
+
+def confirmation_json(c: Confirmation, now: float, stale_after: float) -> dict[str, Any]:
+    """A confirmation as ``--json`` prints it."""
+    return {
+        "id": c.id,
+        "tool": c.tool,
+        "caller": c.caller.identity,
+        "thread": thread_of(c.idempotency_key),
+        "created_at": iso(c.created_at),
+        "expires_at": c.expires_at_iso,
+        "status": c.status,
+        "shown_as": status(c, now, stale_after),
+        "decided_by": c.decided_by,
+        "decided_at": iso(c.decided_at) if c.decided_at else None,
+        "decision": c.decision,
+        "arguments": c.input,
+        "outcome": c.outcome,
+    }

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from turnkit.errors import TurnkitError
 from turnkit.registry.caller import Caller, PermissionProvider, StaticPermissions
 from turnkit.registry.executor import Executor
 from turnkit.registry.references import instance_of, resolve
 from turnkit.registry.registry import Registry
+from turnkit.registry.settings import Settings
 from turnkit.storage import Storage, open_storage
 
 DEFAULT_DB = Path(".turnkit") / "turnkit.sqlite"
@@ -23,7 +25,11 @@ DEFAULT_CATALOGUE = Path(".turnkit") / "catalogue.sqlite"
 SCRIPTED = "scripted"
 
 
-class SetupError(Exception):
+SWITCH = "api_session_write_modules"
+"""The setting of the modules the agent may act in."""
+
+
+class SetupError(TurnkitError):
     """A command-line option that cannot be used; the message says what to do."""
 
 
@@ -59,35 +65,60 @@ def open_session(
 ) -> Session:
     """Open the storage and build the executor for the options of a command.
 
-    ``permissions`` names the application's permission provider (``package.module:provider``);
-    without it, the user holds ``grants`` (and, on the demo, the demo's permissions).
+    Nothing persistent changes: ``act`` (the modules the agent may act in) becomes this command's
+    default for ``api_session_write_modules``, which an operator's setting in the ledger
+    (``turnkit settings set``) overrides. ``permissions`` names the application's permission
+    provider (``package.module:provider``); without it, the user holds ``grants`` (and, on the
+    demo, the demo's permissions).
+
+    Raises:
+        SetupError: an option that cannot be used (the message says what to do).
+        StorageError: ``db`` names nothing that can be opened.
     """
+    if not user.strip():
+        raise SetupError("--user must name the signed-in user, e.g. --user alice")
     provider = None if permissions is None else _provider(permissions)
     url = db or str(DEFAULT_DB)
-    if "://" not in url:
-        Path(url).parent.mkdir(parents=True, exist_ok=True)
+    if db is None:
+        DEFAULT_DB.parent.mkdir(parents=True, exist_ok=True)
+    loaded = [_module(spec) for spec in modules]
+    demo = not loaded and not entry_points
+    static = StaticPermissions({user: set(grants)})
+    if demo:
+        from turnkit.demo import DEMO_PERMISSIONS, Catalogue
+
+        path = Path(catalogue or DEFAULT_CATALOGUE)
+        if catalogue is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        loaded = [Catalogue(path)]
+        static.grant(user, *DEMO_PERMISSIONS)
+        act = [*act, Catalogue.key]
+    registry = Registry(loaded, entry_points=entry_points)
     storage = open_storage(url)
     try:
-        loaded = [_module(spec) for spec in modules]
-        demo = not loaded and not entry_points
-        static = StaticPermissions({user: set(grants)})
-        if demo:
-            from turnkit.demo import DEMO_PERMISSIONS, Catalogue
-
-            path = Path(catalogue or DEFAULT_CATALOGUE)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            loaded = [Catalogue(path)]
-            static.grant(user, *DEMO_PERMISSIONS)
-            act = [*act, Catalogue.key]
-        registry = Registry(loaded, entry_points=entry_points)
-        if act:
-            storage.ledger.set_setting("api_session_write_modules", sorted(set(act)))
-        executor = Executor(registry, ledger=storage.ledger, permissions=provider or static)
+        settings = Settings(api_session_write_modules=frozenset(act))
+        executor = Executor(
+            registry, ledger=storage.ledger, permissions=provider or static, settings=settings
+        )
+        notes = [str(w) for w in registry.warnings] + _overridden(storage, act)
     except BaseException:
         storage.close()
         raise
-    notes = [str(w) for w in registry.warnings]
     return Session(storage, executor, Caller.session(user), demo, notes, provider is not None)
+
+
+def _overridden(storage: Storage, act: list[str]) -> list[str]:
+    """A note when the ledger's switch overrides ``--act`` for some of its modules."""
+    override = storage.ledger.settings().get(SWITCH)
+    if override is None or not act:
+        return []
+    ignored = sorted(set(act) - set(override))
+    if not ignored:
+        return []
+    return [
+        f"the agent may not act in {', '.join(map(repr, ignored))}: the ledger's setting {SWITCH}"
+        f" is {sorted(override)} (change it with: turnkit settings set {SWITCH} '[...]')"
+    ]
 
 
 def _module(spec: str) -> Any:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -71,8 +72,9 @@ def demo_executor(
 ) -> Executor:
     """An executor on the demo catalogue at ``db_path`` and a ledger beside it.
 
-    Creates the folder and the ledger's file; the catalogue's file is created on first use. Turns
-    the "agent may act" switch on for ``catalogue`` (``api_session_write_modules``) in the ledger.
+    Creates the folder and the ledger's file; the catalogue's file is created on first use. The
+    "agent may act" switch (``api_session_write_modules``) is on for ``catalogue`` by default;
+    an operator's setting in the ledger overrides it, as always.
 
     Args:
         db_path: the catalogue's SQLite file.
@@ -81,11 +83,11 @@ def demo_executor(
     """
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    ledger = open_ledger(ledger_path(path))
-    ledger.set_setting("api_session_write_modules", [Catalogue.key])
+    defaults = settings or Settings()
+    switch = defaults.api_session_write_modules | {Catalogue.key}
     return Executor(
         Registry([Catalogue(path)]),
-        ledger=ledger,
+        ledger=open_ledger(ledger_path(path)),
         permissions=permissions if permissions is not None else demo_permissions(),
-        settings=settings,
+        settings=dataclasses.replace(defaults, api_session_write_modules=switch),
     )

@@ -23,7 +23,7 @@ from turnkit.nodes.messages import answered
 from turnkit.nodes.tools import held
 from turnkit.registry.steps import never_held
 
-__all__ = ["aexecute", "execute", "idempotency_key"]
+__all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
 
 
 def idempotency_key(thread_id: str | None, call: PendingCall) -> str | None:
@@ -31,6 +31,14 @@ def idempotency_key(thread_id: str | None, call: PendingCall) -> str | None:
     if not thread_id:
         return None
     return f"turn:{thread_id}:{call['message_id']}:{call['id']}"[:255]
+
+
+def thread_of(key: str | None) -> str | None:
+    """The thread of a call's ``idempotency_key`` when the turn graph made it, else None."""
+    if not key or not key.startswith("turn:") or len(key) >= 255:  # cut keys cannot be read
+        return None
+    parts = key.removeprefix("turn:").rsplit(":", 2)
+    return parts[0] if len(parts) == 3 else None
 
 
 def _control(runtime: Runtime[Any], call: PendingCall, bound: Bound) -> dict[str, Any]:

@@ -135,6 +135,17 @@ class Ledger(ABC):
             params.append(caller.identity)
         return [_confirmation(row) for row in self._rows(sql + " ORDER BY created_at, id", params)]
 
+    def confirmation_ids(self, prefix: str, limit: int = 10) -> list[str]:
+        """The ids of confirmations starting with ``prefix`` (a uuid's hex digits and dashes),
+        oldest first, at most ``limit``."""
+        if not prefix or prefix.strip("0123456789abcdef-"):
+            return []
+        rows = self._rows(
+            "SELECT id FROM turnkit_confirmations WHERE id LIKE ? ORDER BY created_at, id LIMIT ?",
+            (prefix + "%", limit),
+        )
+        return [row[0] for row in rows]
+
     def claim_confirmation(
         self,
         confirmation_id: str,

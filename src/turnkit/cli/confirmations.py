@@ -1,0 +1,190 @@
+"""``turnkit confirmations list|approve|reject``: held writes, decided out of band.
+
+An id may be given whole or as a unique prefix. Deciding a confirmation decided before runs
+nothing and says who decided it, when and how (exit status ``ALREADY_DECIDED``). An approval that
+this command could only answer for the wrong reason — the module not loaded, no permission
+provider, the agent's switch unknown here — is refused before anything is decided.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from turnkit.cli import render
+from turnkit.cli.options import (
+    ALREADY_DECIDED,
+    REFUSED,
+    USAGE,
+    Act,
+    Catalogue,
+    Db,
+    EntryPoints,
+    Modules,
+    Permissions,
+    console,
+    friendly,
+    session,
+)
+from turnkit.cli.session import SWITCH, Session
+from turnkit.registry.caller import Caller
+from turnkit.registry.confirmations import CONFIRM_ANY
+from turnkit.registry.ledger import Confirmation
+from turnkit.registry.pipeline import WAIT_GRACE
+
+app = typer.Typer(help="List and decide writes that wait for a person.", no_args_is_help=True)
+
+Decider = Annotated[
+    str,
+    typer.Option(
+        "--as",
+        help="Who decides (recorded as decided_by). With --permissions, the held user or a holder"
+        " of system.confirm_any; without it, the operator may decide for anyone.",
+    ),
+]
+Id = Annotated[str, typer.Argument(help="The confirmation's id, or a unique prefix of it.")]
+
+
+@app.command("list")
+def list_(
+    db: Db = None,
+    all_: Annotated[bool, typer.Option("--all", help="Also decided and expired ones.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.")] = False,
+) -> None:
+    """Confirmations waiting for a decision (or all, with --all)."""
+    opened = session(db, None, False, None, "demo", None, None)
+    try:
+        found = opened.storage.ledger.list_confirmations(status=None if all_ else "pending")
+        now = opened.executor.settings_now()
+        stale = now.handler_timeout + WAIT_GRACE
+        clock = opened.executor.clock()
+        if as_json:
+            rows = [render.confirmation_json(c, clock, stale) for c in found]
+            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        elif not found:
+            console.print("no confirmations wait for a decision" + ("" if all_ else " (--all)"))
+        else:
+            console.print(render.confirmations_table(found, clock, stale))
+    finally:
+        opened.close()
+
+
+@app.command()
+def approve(
+    confirmation_id: Id,
+    as_: Decider = "operator",
+    db: Db = None,
+    catalogue: Catalogue = None,
+    module: Modules = None,
+    entry_points: EntryPoints = False,
+    permissions: Permissions = None,
+    act: Act = None,
+) -> None:
+    """Approve a held write now: it runs (rights checked again) and its outcome is stored."""
+    options = (db, module, entry_points, catalogue, permissions, act)
+    _decide(confirmation_id, "approve", as_, *options)
+
+
+@app.command()
+def reject(
+    confirmation_id: Id,
+    message: Annotated[str | None, typer.Option(help="Why (the model reads it).")] = None,
+    as_: Decider = "operator",
+    db: Db = None,
+    catalogue: Catalogue = None,
+    module: Modules = None,
+    entry_points: EntryPoints = False,
+    permissions: Permissions = None,
+) -> None:
+    """Reject a held write: nothing runs; a paused conversation sees the rejection."""
+    options = (db, module, entry_points, catalogue, permissions, None)
+    _decide(confirmation_id, {"action": "reject", "message": message}, as_, *options)
+
+
+def _decide(
+    given: str,
+    decision: Any,
+    decider: str,
+    db: str | None,
+    module: list[str] | None,
+    entry_points: bool,
+    catalogue: str | None,
+    permissions: str | None,
+    act: list[str] | None,
+) -> None:
+    opened = session(db, module, entry_points, catalogue, "demo", None, act, permissions)
+    try:
+        with friendly():
+            held = _find(opened, given)
+        if held.status != "pending":
+            console.print(f"already decided: {escape(render.decided(held))}; nothing ran now")
+            raise typer.Exit(ALREADY_DECIDED)
+        problem = _cannot_approve(opened, held) if decision == "approve" else None
+        if problem is not None:
+            console.print(f"[red]{escape(problem)}[/]\nnothing was decided: it is still pending")
+            raise typer.Exit(USAGE)
+        if not opened.checks_permissions and decider != held.caller.user_id:
+            # without the application's provider, the operator decides for others, on the record
+            opened.executor.permissions.grant(decider, CONFIRM_ANY)  # type: ignore[attr-defined]
+        answer = opened.executor.confirm(held.id, Caller.session(decider), decision)
+        render.outcome(console, answer)
+        if answer.get("status") == "error":
+            after = opened.executor.confirmation(held.id)
+            still = after is not None and after.status == "pending"
+            console.print(
+                "[yellow]it is still pending[/]" if still else "[dim]it is closed: nothing ran[/]"
+            )
+            raise typer.Exit(REFUSED)
+    finally:
+        opened.close()
+
+
+def _find(opened: Session, given: str) -> Confirmation:
+    """The confirmation ``given`` names (whole, or a unique prefix); a closed one whose time ran
+    out or whose run stopped is settled first."""
+    from turnkit.cli.session import SetupError
+
+    ids = [given] if opened.executor.confirmation(given) else []
+    ids = ids or opened.storage.ledger.confirmation_ids(given.strip().lower())
+    if not ids:
+        raise SetupError(
+            f"no confirmation {given!r}: `turnkit confirmations list --all` shows them all"
+        )
+    if len(ids) > 1:
+        listed = ", ".join(ids[:5])
+        raise SetupError(f"{given!r} is the start of several confirmations ({listed}): give more")
+    found = opened.executor.confirmation(ids[0])
+    assert found is not None  # it was just listed; confirmations are never deleted
+    return found
+
+
+def _cannot_approve(opened: Session, held: Confirmation) -> str | None:
+    """Why approving here would answer for the wrong reason (and close it for good), or None."""
+    tool = opened.executor.registry.get(held.tool)
+    if tool is None:
+        return (
+            f"the tool {held.tool!r} is not loaded in this command: pass --module"
+            " package.module:object (the module that declares it), as your application does"
+        )
+    if tool.permission is not None and not (opened.demo or opened.checks_permissions):
+        return (
+            f"approving runs {held.tool!r}, which needs the permission {tool.permission!r}, and"
+            " this command cannot tell who holds it: pass --permissions package.module:provider"
+            " (your application's permission provider)"
+        )
+    switch = opened.executor.settings_now().api_session_write_modules
+    if (
+        held.caller.kind == "session"
+        and tool.is_write
+        and tool.module not in switch
+        and SWITCH not in opened.storage.ledger.settings()
+    ):
+        return (
+            f"the agent made this write in module {tool.module!r}, which is not in {SWITCH} here:"
+            f" pass --act {tool.module} as the chat did, or set it for good with"
+            f" turnkit settings set {SWITCH} '[\"{tool.module}\"]'"
+        )
+    return None

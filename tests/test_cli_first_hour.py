@@ -1,0 +1,259 @@
+"""The ``turnkit`` command as a new user meets it: no approval by default, no setting changed by
+a listing, mistakes told in a line or two (exit 2, never a traceback), and legible listings."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from test_cli import TURNKIT, ask_for_a_price_change, env, flat, run, spawn_chat, words
+from turnkit.registry.ledger import open_ledger
+
+DB = Path(".turnkit") / "turnkit.sqlite"
+
+
+def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def held_id(tmp_path: Path) -> str:
+    """Leave a chat at the decision prompt; the id of the write it held."""
+    child = spawn_chat(tmp_path)
+    ask_for_a_price_change(child)
+    child.sendcontrol("d")
+    child.expect(words("1 write(s) still wait for a decision"))
+    child.expect(words("continue with: turnkit chat --thread"))
+    child.expect(pexpect.EOF)
+    ledger = open_ledger(tmp_path / DB)
+    (pending,) = ledger.list_confirmations(status="pending")
+    ledger.close()
+    return pending.id
+
+
+# --- a write needs an explicit yes ------------------------------------------------------------
+
+
+def test_enter_at_the_decision_prompt_approves_nothing_and_words_are_understood(tmp_path):
+    child = spawn_chat(tmp_path)
+    ask_for_a_price_change(child)
+    child.sendline("")
+    child.expect(words("type a (approve), e (edit) or r (reject)"))
+    child.sendline("yes")
+    child.expect(words("type a (approve), e (edit) or r (reject)"))
+    child.sendline("Approve")
+    child.expect(words("Done: I changed the price of ACC-0001"))
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+@pytest.mark.parametrize("key", ["c", "d"], ids=["ctrl-c", "ctrl-d"])
+def test_leaving_at_the_decision_prompt_keeps_the_write_pending_and_says_how_to_continue(
+    tmp_path, key
+):
+    child = spawn_chat(tmp_path, "--thread", "t-leave")
+    ask_for_a_price_change(child)
+    child.sendcontrol(key)
+    child.expect(words("1 write(s) still wait for a decision"))
+    child.expect(words("continue with: turnkit chat --thread t-leave"))
+    child.expect(pexpect.EOF)
+    assert "Traceback" not in child.before
+    listing = run("confirmations", "list", cwd=tmp_path)
+    assert "pending" in listing.stdout
+
+
+def test_ctrl_d_at_the_message_prompt_says_how_to_continue(tmp_path):
+    child = spawn_chat(tmp_path, "--thread", "t-bye")
+    child.sendcontrol("d")
+    child.expect(words("continue with: turnkit chat --thread t-bye"))
+    child.expect(pexpect.EOF)
+
+
+def test_a_thread_that_does_not_exist_yet_is_said_to_start_new(tmp_path):
+    child = pexpect.spawn(
+        TURNKIT, ["chat", "--model", "scripted", "--thread", "never-seen"], cwd=str(tmp_path),
+        env=env(), encoding="utf-8", timeout=60, dimensions=(50, 160),
+    )  # fmt: skip
+    child.expect(words("no conversation 'never-seen' yet: a new one starts"))
+    child.expect("you>")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+# --- flags change nothing persistent; settings change only on purpose --------------------------
+
+
+def test_a_listing_flag_changes_no_setting(tmp_path):
+    done = run("tools", "--act", "catalogue", "--act", "orders", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    demo = run("demo", "--db", str(tmp_path / "demo.sqlite"), cwd=tmp_path)
+    assert demo.returncode == 0
+    for db in (tmp_path / DB, tmp_path / "demo.sqlite"):
+        ledger = open_ledger(db)
+        assert ledger.settings() == {}
+        ledger.close()
+
+
+def test_settings_are_set_listed_and_unset_by_command_saying_what_changed(tmp_path):
+    done = run("settings", "set", "api_session_write_modules", '["catalogue"]', cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert 'api_session_write_modules: the default -> ["catalogue"]' in done.stdout
+    listed = run("settings", "list", cwd=tmp_path)
+    row = next(line for line in listed.stdout.splitlines() if "api_session_write_modules" in line)
+    assert row.count('["catalogue"]') == 2  # the override, and so the value in force
+    done = run("settings", "set", "confirm_batch_over", "20", cwd=tmp_path)
+    assert "confirm_batch_over: the default -> 20" in done.stdout
+    done = run("settings", "unset", "confirm_batch_over", cwd=tmp_path)
+    assert "confirm_batch_over: 20 -> the default (50)" in done.stdout
+    ledger = open_ledger(tmp_path / DB)
+    assert ledger.settings() == {"api_session_write_modules": ["catalogue"]}
+    ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["confirm_batch_over", "0"], "'confirm_batch_over' must be a whole number >= 1"),
+        (["api_session_write_modules", "shop"], "must be a collection of module keys"),
+        (["no_such_setting", "1"], "no setting 'no_such_setting'"),
+    ],
+)
+def test_a_bad_setting_is_refused_and_nothing_changes(tmp_path, args, said):
+    done = run("settings", "set", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert said in flat(done.stdout)
+    no_traceback(done)
+    if (tmp_path / DB).exists():
+        ledger = open_ledger(tmp_path / DB)
+        assert ledger.settings() == {}
+        ledger.close()
+
+
+def test_the_switch_set_in_the_ledger_wins_over_act_and_the_command_says_so(tmp_path):
+    run("settings", "set", "api_session_write_modules", "[]", cwd=tmp_path)
+    done = run("tools", cwd=tmp_path)
+    assert "the agent may not act in 'catalogue'" in flat(done.stdout)
+    assert "catalogue.set_prices" not in done.stdout
+
+
+# --- deciding ------------------------------------------------------------------------------------
+
+
+def test_deciding_a_decided_confirmation_says_by_whom_and_runs_nothing(tmp_path):
+    cid = held_id(tmp_path)
+    assert run("confirmations", "approve", cid[:8], cwd=tmp_path).returncode == 0
+    again = run("confirmations", "reject", cid, cwd=tmp_path)
+    assert again.returncode == 3
+    said = flat(again.stdout)
+    assert "already decided:" in said
+    assert "approved by session:operator at" in said
+    assert "nothing ran now" in said
+    assert "← ok" not in said
+
+
+def test_an_id_prefix_is_accepted_and_an_unknown_or_ambiguous_one_is_explained(tmp_path):
+    cid = held_id(tmp_path)
+    unknown = run("confirmations", "approve", "ffffffff", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "no confirmation 'ffffffff'" in flat(unknown.stdout)
+    no_traceback(unknown)
+    ambiguous = run("confirmations", "approve", "", cwd=tmp_path)
+    assert ambiguous.returncode == 2
+    approved = run("confirmations", "approve", cid[:6], cwd=tmp_path)
+    assert approved.returncode == 0, approved.stdout
+    assert "← ok" in approved.stdout
+
+
+def test_the_list_shows_thread_created_status_and_whole_ids_and_prints_json(tmp_path):
+    cid = held_id(tmp_path)
+    listing = run("confirmations", "list", cwd=tmp_path)
+    assert cid in listing.stdout  # never wrapped
+    assert re.search(r"chat-[0-9a-f]{8}", listing.stdout)  # the thread
+    assert "pending" in listing.stdout
+    as_json = json.loads(run("confirmations", "list", "--json", cwd=tmp_path).stdout)
+    (row,) = as_json
+    assert row["id"] == cid
+    assert row["thread"].startswith("chat-")
+    assert row["status"] == "pending"
+    assert row["created_at"].endswith("Z")
+    assert row["arguments"] == {"prices": [{"sku": "ACC-0001", "price": 6.33}]}
+
+
+def test_a_write_whose_process_died_is_listed_as_outcome_unknown(tmp_path):
+    cid = held_id(tmp_path)
+    ledger = open_ledger(tmp_path / DB)
+    claimed = ledger.claim_confirmation(
+        cid, decided_by="session:demo", decision={"action": "approve"}, token="t", now=1.0
+    )  # a process approved it long ago and died inside the write
+    ledger.close()
+    assert claimed
+    listing = run("confirmations", "list", "--all", cwd=tmp_path)
+    assert "outcome unknown" in listing.stdout
+    assert "done" not in listing.stdout
+
+
+# --- storage, model and option mistakes: one or two lines, exit 2 ------------------------------
+
+BAD_DB = [
+    ("postgresql://nobody@127.0.0.1:1/none", "cannot connect to PostgreSQL at"),
+    ("missing/folder/x.sqlite", "the folder 'missing/folder' does not exist"),
+    ("postgres:/u@h/db", "looks like a URL but is not one"),
+    ("garbage", "'garbage' is neither a SQLite file nor a URL"),
+    ("a-file/x.sqlite", "'a-file' is a file"),
+]
+
+
+@pytest.mark.parametrize(("db", "said"), BAD_DB, ids=[d for d, _ in BAD_DB])
+@pytest.mark.parametrize(
+    "command", [["tools"], ["confirmations", "list"], ["settings", "list"], ["chat"]]
+)
+def test_a_bad_db_is_told_in_a_line_or_two_by_every_command(tmp_path, db, said, command):
+    (tmp_path / "a-file").write_text("x")
+    extra = ["--model", "scripted"] if command == ["chat"] else []
+    done = run(*command, "--db", db, *extra, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in flat(done.stdout)
+    assert len(done.stdout.strip().splitlines()) <= 4
+    no_traceback(done)
+    assert not (tmp_path / "garbage").exists()
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["chat", "--model", "nonexistent:model"], "Unsupported provider='nonexistent'"),
+        (["chat", "--model", "scripted", "--user", ""], "--user must name the signed-in user"),
+        (["tools", "--caller", "robot:x"], "--caller 'robot:x': use session:<user>"),
+        (["tools", "--module", "no_such_pkg:Thing"], "--module 'no_such_pkg:Thing' could not"),
+        (["tools", "--permissions", "json:dumps"], "TypeError"),
+        (["tools", "--permissions", "json:JSONDecodeError"], "TypeError"),
+    ],
+)
+def test_option_mistakes_are_told_in_a_line_or_two(tmp_path, args, said):
+    done = run(*args, cwd=tmp_path)
+    no_traceback(done)
+    assert done.returncode in (1, 2), done.stdout + done.stderr
+    assert said in flat(done.stdout)
+    assert len(done.stdout.strip().splitlines()) <= 4
+
+
+def test_a_model_server_that_is_down_keeps_the_chat_alive_and_the_thread_resumable(tmp_path):
+    child = pexpect.spawn(
+        TURNKIT,
+        ["chat", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--thread", "t-down"],
+        cwd=str(tmp_path), env=env(), encoding="utf-8", timeout=120, dimensions=(50, 160),
+    )  # fmt: skip
+    child.expect("you>")
+    child.sendline("hello?")
+    child.expect(words("the turn stopped:"))
+    child.expect(words("what was said is kept in the thread"))
+    child.expect("you>")
+    child.sendline("/quit")
+    child.expect(words("continue with: turnkit chat --thread t-down"))
+    child.expect(pexpect.EOF)
+    assert "Traceback" not in child.before
