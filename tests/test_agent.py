@@ -651,3 +651,20 @@ def test_get_messages_after_a_timeout_is_a_history_a_model_accepts():
         release.set()
         kinds = [type(m).__name__ for m in agent.get_messages()]
         assert kinds == ["HumanMessage", "AIMessage", "ToolMessage"]
+
+
+def test_an_edit_no_checkpoint_can_store_is_refused_before_it_reaches_langgraph():
+    from turnkit import ResumeError
+
+    @tool(danger="always")
+    def set_limit(limit: int) -> str:
+        "Set the limit."
+        return f"limit {limit}"
+
+    call = AIMessage("", tool_calls=[{"name": "set_limit", "args": {"limit": 5}, "id": "c1"}])
+    with Agent(ScriptedModel([call, "Set."]), tools=[set_limit]) as agent:
+        (pending,) = agent.prompt("set it").pending
+        edit = {"action": "edit", "arguments": {"limit": 10**30}}
+        with pytest.raises(ResumeError, match="outside the 64-bit range"):
+            agent.confirm({pending.id: edit})
+        assert agent.confirm({pending.id: "approve"}).content == "Set."  # still waiting

@@ -254,3 +254,48 @@ def test_a_reply_cut_off_at_its_length_limit_runs_none_of_its_calls(turns, shop)
     ((_, answer),) = tool_answers(outcome)
     assert answer["error"]["code"] == "invalid_input"
     assert "cut off" in answer["error"]["message"]
+
+
+# --- found by review: chunks returned whole, other cut-off keys, order of refused calls ---
+
+
+def test_a_model_that_answers_with_a_chunk_never_runs_cut_off_text(turns, shop):
+    from langchain_core.messages import AIMessageChunk
+
+    cut = '{"prices": [{"sku": "TEA-0001", "price": 35'
+    chunk = AIMessageChunk(
+        content="",
+        tool_call_chunks=[{"name": "shop_set_prices", "args": cut, "id": "c", "index": 0}],
+    )
+    assert chunk.tool_calls  # LangChain repaired the text leniently
+    outcome = turns.send(ScriptedModel([lambda m, t: chunk, "Oops."]), HI, KEY)
+    assert shop.writes() == []
+    ((_, answer),) = tool_answers(outcome)
+    assert answer["error"]["code"] == "invalid_input"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"done_reason": "length"}, {"stopReason": "max_tokens"}, {"stop_reason": "max_tokens"}],
+    ids=["ollama", "bedrock", "anthropic"],
+)
+def test_a_reply_cut_off_is_recognised_by_every_providers_key(turns, shop, metadata):
+    reply = AIMessage(
+        content="",
+        tool_calls=[{"name": "shop_set_prices", "args": prices("TEA-0001"), "id": "len"}],
+        response_metadata=metadata,
+    )
+    outcome = turns.send(ScriptedModel([reply, "Oops."]), HI, KEY)
+    assert shop.writes() == []
+    assert "cut off" in tool_answers(outcome)[0][1]["error"]["message"]
+
+
+def test_refused_calls_keep_their_order_among_the_invalid_ones(turns):
+    calls = [
+        {"name": "shop_list_products", "args": {"limit": 10**30}, "id": "first"},
+        {"name": "shop_list_products", "args": {"limit": 1}, "id": "second"},
+        {"name": "shop_list_products", "args": {"limit": 2}, "id": "second"},
+        {"name": "shop_list_products", "args": {"limit": 3}, "id": "third"},
+    ]
+    outcome = turns.send(ScriptedModel([{"tool_calls": calls}, "ok"]), HI, KEY)
+    assert [cid for cid, _ in tool_answers(outcome)] == ["second", "third", "first", "second-2"]

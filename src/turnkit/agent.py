@@ -32,12 +32,13 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from turnkit._portal import shared_portal
-from turnkit.errors import AgentBusy, AgentTimeout
+from turnkit.errors import AgentBusy, AgentTimeout, ResumeError
 from turnkit.graph.build import build_turn_graph
 from turnkit.graph.context import TurnContext
 from turnkit.local_tools import LocalModule
 from turnkit.models import resolve_model
-from turnkit.nodes.messages import repaired
+from turnkit.nodes.decisions import HOW_TO_RESUME, unstorable
+from turnkit.nodes.recovery import recovered, unanswered
 from turnkit.registry.caller import Caller, PermissionProvider
 from turnkit.registry.executor import Executor, no_permissions
 from turnkit.registry.registry import Registry
@@ -182,7 +183,8 @@ class Agent:
             return []
         state = self._portal.run(self.graph.aget_state(self._config(self.thread_id)))
         messages = list(state.values.get("messages", [])) if state.values else []
-        return add_messages(messages, repaired(messages))  # a stopped turn's calls answered
+        fixes, _ = recovered(messages, unanswered(messages), lambda call_id: None)
+        return add_messages(messages, fixes)  # a stopped turn's calls answered, for the reader
 
     def reset(self) -> None:
         """Start a new conversation; the configuration stays.
@@ -256,6 +258,10 @@ class Agent:
         thread = self.thread_id if self.manage_history else self._pending_thread
         if thread is None:
             raise ValueError("no writes are waiting for a decision")
+        problems = unstorable(decisions)
+        if problems:
+            raise ResumeError(list(decisions) if isinstance(decisions, dict) else [], problems,
+                              HOW_TO_RESUME)  # fmt: skip
         return await self._run(Command(resume=decisions), thread)
 
     async def _run(self, request: Any, thread: str, before: list[Any] | None = None) -> Response:

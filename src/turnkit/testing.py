@@ -186,7 +186,10 @@ class ScriptedModel(ReplyModel):
 
 
 def _chunk(message: AIMessage) -> ChatGenerationChunk:
-    """The whole message as one streamed chunk, tool calls included (as raw argument text)."""
+    """The whole message as one streamed chunk, tool calls included (as raw argument text); a
+    chunk is streamed as it is, its argument text unparsed."""
+    if isinstance(message, AIMessageChunk):
+        return ChatGenerationChunk(message=message)
     chunks = [
         {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": i}
         for i, call in enumerate(message.tool_calls)

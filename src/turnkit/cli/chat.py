@@ -20,6 +20,7 @@ from rich.markup import escape
 from turnkit.cli import render
 from turnkit.graph.context import TurnContext
 from turnkit.registry.executor import Executor
+from turnkit.registry.json_limits import json_problem
 
 Decide = Callable[[dict[str, Any]], Any]
 
@@ -95,9 +96,12 @@ def ask(console: Console) -> Decide:
             except ValueError as exc:
                 console.print(f"[red]not JSON ({escape(str(exc))}); try again[/]")
                 continue
-            if isinstance(arguments, dict):
+            problem = json_problem(arguments) if isinstance(arguments, dict) else "not an object"
+            if problem is None:
                 return {"action": "edit", "arguments": arguments}
-            console.print("[red]the arguments must be a JSON object; try again[/]")
+            console.print(
+                f"[red]the arguments must be one plain JSON object ({problem}); try again[/]"
+            )
 
     return decide
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, message_chunk_to_message
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -89,7 +89,11 @@ def _reply(
             f"the model returned {type(message).__name__}, not an AIMessage: pass a LangChain chat"
             " model (one with bind_tools)"
         )
-    checked = checked_reply(message, state["messages"], streamed.tool_call_chunks())
+    chunks = streamed.tool_call_chunks()
+    if isinstance(message, AIMessageChunk):  # a model that answers with a chunk: its calls were
+        chunks = chunks or list(message.tool_call_chunks)  # merged leniently, like a stream's
+        message = message_chunk_to_message(message)
+    checked = checked_reply(message, state["messages"], chunks)  # type: ignore[arg-type]
     return {"messages": [checked], "round": rounds + 1}
 
 

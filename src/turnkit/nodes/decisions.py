@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, m
 
 from turnkit.nodes.tools import arguments
 from turnkit.registry.confirmations import Decision
+from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.ledger import Confirmation
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "payload",
     "refusals",
     "resume_schema",
+    "unstorable",
 ]
 
 PAYLOAD_VERSION = 1
@@ -89,6 +91,13 @@ def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
             return value
 
     return Decisions
+
+
+def unstorable(value: Any) -> list[str]:
+    """Why a resume value cannot be kept (LangGraph stores it before any node runs, so a value
+    beyond turnkit's JSON limits fails there, with a bare ``TypeError``): one line per problem."""
+    problem = json_problem(value, max_depth=MAX_DEPTH + 3)  # {id: {"arguments": {...}}}
+    return [] if problem is None else [f"the value is not plain JSON within the limits: {problem}"]
 
 
 def refusals(error: ValidationError) -> list[str]:

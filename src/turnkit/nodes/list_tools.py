@@ -1,10 +1,12 @@
 """``list_tools``: at the start of a turn, list the tools the caller may use now.
 
-Also reconciles writes held in earlier turns (a new user message was sent instead of a resume): a
+Also settles what earlier rounds left (``recovery.py``): a round stopped before its answers were
+given gets them, a held write held again on its confirmation. And reconciles writes held in earlier
+turns (a new user message was sent instead of a resume): a
 confirmation decided since — from the CLI, another process — gets its held tool message replaced by
 the outcome, and so does one that expired meanwhile (``confirmation_expired``, once); one still
 pending stays held and is listed again in the next interrupt. And repairs
-a history that a stopped turn left invalid: tool calls without answers get one (``repaired``).
+a history that a stopped turn left invalid: tool calls without answers get one.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from turnkit.graph.state import HeldCall, TurnState
+from turnkit.graph.state import HeldCall, PendingCall, RoundAnswer, TurnState
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import answered, repaired, settled, tool_message
+from turnkit.nodes.execute import idempotency_key
+from turnkit.nodes.messages import answered, settled, tool_message
+from turnkit.nodes.recovery import recovered, unanswered
 from turnkit.nodes.tools import for_model
+from turnkit.nodes.tools import held as held_in
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
@@ -25,14 +30,18 @@ __all__ = ["alist_tools", "list_tools"]
 
 
 def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
-    """Sync node: the caller's tools now, and the held calls decided since."""
+    """Sync node: the caller's tools now, and what earlier rounds and turns left to settle."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     visibility, turn = bound.both_settings(executor.ledger.settings())  # one read for both
     tools = executor.visible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
     found = [executor.confirmation(h["confirmation_id"]) for h in held]
-    return _update(tools, held, found, turn, state.get("messages") or [])
+    lookups = _lookups(state, runtime)
+    records = {cid: executor.recorded(caller, tool, key) for cid, tool, key in lookups}
+    decided = {cid: executor.confirmation(cid) for cid in _held_ids(state, records)}
+    recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
+    return _update(state, tools, held, found, turn, recorded)
 
 
 async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
@@ -43,17 +52,86 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     tools = await executor.avisible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
     found = [await executor.aconfirmation(h["confirmation_id"]) for h in held]
-    return _update(tools, held, found, turn, state.get("messages") or [])
+    lookups = _lookups(state, runtime)
+    records = {cid: await executor.arecorded(caller, tool, key) for cid, tool, key in lookups}
+    decided = {cid: await executor.aconfirmation(cid) for cid in _held_ids(state, records)}
+    recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
+    return _update(state, tools, held, found, turn, recorded)
+
+
+def _lookups(state: TurnState, runtime: Runtime[Any]) -> list[tuple[str, str, str]]:
+    """``(call id, registry name, idempotency key)`` of each unanswered call whose answer the
+    ledger may have recorded (a call this round had not answered yet)."""
+    leftover = state.get("answers") or {}
+    names = state.get("tool_names") or {}
+    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
+    found = []
+    for call in unanswered(state.get("messages") or []):
+        tool = names.get(call.name)
+        pending = PendingCall(id=call.call_id, message_id=call.message_id, tool=tool or "", args={})
+        key = idempotency_key(thread, pending)
+        if call.call_id not in leftover and tool is not None and key is not None:
+            found.append((call.call_id, tool, key))
+    return found
+
+
+def _held_ids(state: TurnState, records: dict[str, dict[str, Any] | None]) -> list[str]:
+    """The confirmations of the stopped round's held answers, left over or recorded."""
+    leftover = [answer.get("held") for answer in (state.get("answers") or {}).values()]
+    recorded = [held_in(answer) for answer in records.values()]
+    return [cid for cid in leftover + recorded if cid is not None]
+
+
+def _recorded(
+    state: TurnState,
+    records: dict[str, dict[str, Any] | None],
+    decided: dict[str, Confirmation | None],
+    limit: int,
+) -> dict[str, RoundAnswer]:
+    """The stopped round's answers as the model reads them, left over in the state or recorded
+    in the ledger: a held write held again, or given the outcome of its confirmation when it was
+    decided (or expired) since."""
+    found: dict[str, RoundAnswer] = {}
+    for call_id, answer in (state.get("answers") or {}).items():
+        confirmation_id = answer.get("held")
+        settled_now = confirmation_id is not None and _settled(confirmation_id, decided)
+        found[call_id] = answered(settled_now, limit) if settled_now else answer
+    for call_id, record in records.items():
+        if record is None:
+            continue
+        confirmation_id = held_in(record)
+        if confirmation_id is None:
+            found[call_id] = answered(record, limit)
+        else:
+            outcome = _settled(confirmation_id, decided)
+            found[call_id] = (
+                answered(outcome, limit)
+                if outcome
+                else answered(record, limit, held=confirmation_id)
+            )
+    return found
+
+
+def _settled(
+    confirmation_id: str, decided: dict[str, Confirmation | None]
+) -> dict[str, Any] | None:
+    """The outcome of a confirmation decided (or gone) since, else None while it waits."""
+    confirmation = decided.get(confirmation_id)
+    if confirmation is not None and confirmation.outcome is None:
+        return None
+    return settled(confirmation_id, confirmation)
 
 
 def _update(
+    state: TurnState,
     tools: list[Tool],
     held: list[HeldCall],
     found: list[Confirmation | None],
     settings: Settings,
-    messages: list[Any],
+    recorded: dict[str, RoundAnswer],
 ) -> dict[str, Any]:
     limit = settings.agent_tool_result_chars
+    messages = state.get("messages") or []
     definitions, by_name = for_model(tools)
     update: dict[str, Any] = {
         "tools": definitions,
@@ -64,22 +142,22 @@ def _update(
         "limits": {"max_rounds": settings.max_rounds, "result_chars": limit},
     }
     replaced: list[Any] = []
-    if held:
-        still = []
-        for call, confirmation in zip(held, found, strict=True):
-            if confirmation is None or confirmation.outcome is not None:
-                outcome = settled(call["confirmation_id"], confirmation)
-                replaced.append(
-                    tool_message(
-                        call["tool_call_id"],
-                        answered(outcome, limit),
-                        message_id=call["message_id"],
-                    )
+    still = []
+    for call, confirmation in zip(held, found, strict=True):
+        if confirmation is None or confirmation.outcome is not None:
+            outcome = settled(call["confirmation_id"], confirmation)
+            replaced.append(
+                tool_message(
+                    call["tool_call_id"], answered(outcome, limit), message_id=call["message_id"]
                 )
-            else:
-                still.append(call)
-        update["held"] = still
-    changes = replaced + repaired(messages)
+            )
+        else:
+            still.append(call)
+    names = state.get("tool_names") or {}
+    fixes, holding = recovered(messages, unanswered(messages), recorded.get, names)
+    if held or holding:
+        update["held"] = still + holding
+    changes = replaced + fixes
     if changes:
         update["messages"] = changes
     return update

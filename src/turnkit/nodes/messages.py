@@ -14,8 +14,6 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
-    HumanMessage,
-    RemoveMessage,
     ToolMessage,
 )
 
@@ -115,36 +113,6 @@ def call_ids(ai: AIMessage) -> list[str]:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def repaired(messages: list[AnyMessage]) -> list[AnyMessage]:
-    """Updates that answer tool calls a stopped turn left unanswered, so the history stays valid.
-
-    A model API refuses a history in which an assistant's tool call has no tool message. When a
-    turn was cancelled or crashed between the model's call and its answers, and a new user message
-    came after it, the tool messages go before that user message: the user message is removed
-    and added again (with a new id) after them. A call counts as answered by a tool message that
-    follows its own AI message (some servers use the same ids in every message).
-    """
-    missing: list[str] = []
-    waiting: set[str] = set()
-    order: list[str] = []
-    for message in messages:
-        if isinstance(message, AIMessage):
-            missing += [cid for cid in order if cid in waiting]
-            order = [cid for cid in call_ids(message) if cid]
-            waiting = set(order)
-        elif isinstance(message, ToolMessage):
-            waiting.discard(message.tool_call_id)
-    missing += [cid for cid in order if cid in waiting]
-    if not missing:
-        return []
-    fixes: list[AnyMessage] = [error_message(cid, "in_progress", INTERRUPTED) for cid in missing]
-    last = messages[-1]
-    if isinstance(last, HumanMessage):
-        fresh = last.model_copy(update={"id": str(uuid.uuid4())})
-        return [RemoveMessage(id=last.id or ""), *fixes, fresh]
-    return fixes
 
 
 def last_ai(messages: list[AnyMessage]) -> AIMessage | None:

@@ -51,10 +51,16 @@ __all__ = [
 log = logging.getLogger("turnkit.model")
 
 CUT_OFF_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
-"""``finish_reason`` / ``stop_reason`` values (lower-cased) of a reply cut off at its limit."""
+"""Values (lower-cased) that say a reply was cut off at its output limit."""
+CUT_OFF_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason")
+"""Where providers say why a reply ended: OpenAI and most servers (``finish_reason``), Anthropic
+(``stop_reason``), Ollama (``done_reason``), Bedrock Converse (``stopReason``)."""
 _PART_DEPTH = 100
 """Nesting allowed in a reply's content and metadata (checkpointers keep about 250 levels)."""
 _SERDE = JsonPlusSerializer()
+
+Call = ToolCall | InvalidToolCall
+"""A call of a reply, valid or not."""
 
 
 class StreamedArguments(BaseCallbackHandler):
@@ -111,6 +117,9 @@ def checked_reply(
 ) -> AIMessage:
     """``message`` as it may be stored and answered (see the module's doc); unchanged when fine.
 
+    The calls are checked in one pass, in the order the model sent them (a streamed reply's
+    chunks keep it), and split once into ``tool_calls`` and ``invalid_tool_calls``.
+
     Args:
         message: the model's reply.
         history: the thread's messages before it (for its id).
@@ -119,15 +128,14 @@ def checked_reply(
     update: dict[str, Any] = {}
     if not message.id or any(earlier.id == message.id for earlier in history):
         update["id"] = f"turnkit-{uuid.uuid4()}"
+    message_id = update.get("id", message.id) or ""
     entries = _strict(streamed) if streamed is not None else _entries(message)
     refused = _refused(entries, _cut_off(message))
-    if streamed is not None or refused is not None:
-        entries = entries if refused is None else refused
-        update["tool_calls"] = [call for call in entries if call["type"] == "tool_call"]
-        update["invalid_tool_calls"] = [c for c in entries if c["type"] == "invalid_tool_call"]
+    unique = _unique_ids(refused or entries, message_id)
+    if streamed is not None or refused is not None or unique is not None:
+        update.update(_split(unique or refused or entries))
     update.update(_unstorable_parts(message))
-    checked = message.model_copy(update=update) if update else message
-    return unique_call_ids(checked)
+    return message.model_copy(update=update) if update else message
 
 
 def unique_call_ids(message: AIMessage) -> AIMessage:
@@ -135,47 +143,55 @@ def unique_call_ids(message: AIMessage) -> AIMessage:
 
     A missing id is derived from the message id and the call's position; a later call repeating
     an id gets ``<id>-<n>`` and, if it was valid, moves to ``invalid_tool_calls`` refused with
-    ``DUPLICATE``. Returns ``message`` itself when every id is present and unique.
+    ``DUPLICATE``. Returns ``message`` itself when every id is present and unique (always so
+    for a message ``checked_reply`` made).
     """
-    entries = _entries(message)
+    unique = _unique_ids(_entries(message), message.id or "")
+    return message if unique is None else message.model_copy(update=_split(unique))
+
+
+def _unique_ids(entries: list[Call], message_id: str) -> list[Call] | None:
+    """``entries`` with every id present and unique (see ``unique_call_ids``); None when they
+    are already."""
     ids = [call.get("id") for call in entries]
     if all(ids) and len(set(ids)) == len(ids):
-        return message
+        return None
     seen: set[str] = {cid for cid in ids if cid}
     used: set[str] = set()
-    fixed: list[ToolCall | InvalidToolCall] = []
+    fixed: list[Call] = []
     for position, call in enumerate(entries):
         cid = call.get("id")
         if not cid:
-            cid = _derived_id(message.id or "", position, seen)
+            cid = _derived_id(message_id, position, seen)
             call = {**call, "id": cid}  # type: ignore[assignment]
         elif cid in used:
             new_id = _renamed(cid, seen)
-            text = DUPLICATE.format(id=cid)
-            call = (
-                _refuse(call, text, new_id)
-                if call["type"] == "tool_call"
-                else {**call, "id": new_id}  # type: ignore[assignment]
-            )
+            if call["type"] == "tool_call":
+                call = _refuse(call, DUPLICATE.format(id=cid), new_id)
+            else:
+                call = {**call, "id": new_id}  # type: ignore[assignment]
             cid = new_id
         used.add(cid)
         fixed.append(call)
-    return message.model_copy(
-        update={
-            "tool_calls": [call for call in fixed if call["type"] == "tool_call"],
-            "invalid_tool_calls": [call for call in fixed if call["type"] == "invalid_tool_call"],
-        }
-    )
+    return fixed
 
 
-def _entries(message: AIMessage) -> list[ToolCall | InvalidToolCall]:
+def _split(entries: list[Call]) -> dict[str, list[Any]]:
+    """The message fields of ``entries``, each list in their order."""
+    return {
+        "tool_calls": [call for call in entries if call["type"] == "tool_call"],
+        "invalid_tool_calls": [call for call in entries if call["type"] == "invalid_tool_call"],
+    }
+
+
+def _entries(message: AIMessage) -> list[Call]:
     """The message's calls in answering order: ``tool_calls``, then ``invalid_tool_calls``."""
     return [*message.tool_calls, *message.invalid_tool_calls]
 
 
-def _strict(chunks: list[ToolCallChunk]) -> list[ToolCall | InvalidToolCall]:
+def _strict(chunks: list[ToolCallChunk]) -> list[Call]:
     """The calls of streamed chunks, their argument text parsed as ``invoke`` parses it."""
-    calls: list[ToolCall | InvalidToolCall] = []
+    calls: list[Call] = []
     for chunk in chunks:
         name, cid, text = chunk.get("name") or "", chunk.get("id"), chunk.get("args") or ""
         try:
@@ -194,18 +210,16 @@ def _strict(chunks: list[ToolCallChunk]) -> list[ToolCall | InvalidToolCall]:
 def _cut_off(message: AIMessage) -> str | None:
     """The finish reason of a reply cut off at its output limit, else None."""
     metadata = message.response_metadata or {}
-    for key in ("finish_reason", "stop_reason"):
+    for key in CUT_OFF_KEYS:
         reason = metadata.get(key)
         if isinstance(reason, str) and reason.lower() in CUT_OFF_REASONS:
             return reason
     return None
 
 
-def _refused(
-    calls: list[ToolCall | InvalidToolCall], cut_off: str | None
-) -> list[ToolCall | InvalidToolCall] | None:
+def _refused(calls: list[Call], cut_off: str | None) -> list[Call] | None:
     """``calls`` with every one that must not run refused; None when none is."""
-    result: list[ToolCall | InvalidToolCall] = []
+    result: list[Call] = []
     changed = False
     for call in calls:
         if call["type"] == "tool_call":
@@ -220,7 +234,7 @@ def _refused(
     return result if changed else None
 
 
-def _refuse(call: Any, reason: str, new_id: str | None = None) -> InvalidToolCall:
+def _refuse(call: Call, reason: str, new_id: str | None = None) -> InvalidToolCall:
     """``call`` as an invalid tool call whose ``error`` gives ``reason`` to the model."""
     return InvalidToolCall(
         name=call.get("name"),
@@ -257,22 +271,24 @@ def _renamed(cid: str, taken: set[str]) -> str:
 
 
 def _unstorable_parts(message: AIMessage) -> dict[str, Any]:
-    """Replacements for the parts of ``message`` that a checkpointer could not store."""
-    parts = {
-        "content": message.content,
-        "additional_kwargs": message.additional_kwargs,
-        "response_metadata": message.response_metadata,
-        "usage_metadata": message.usage_metadata,
+    """Replacements for the parts of ``message`` that a checkpointer could not store: the
+    content becomes its plain text, metadata is dropped."""
+    replacements = {
+        "content": message.text,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "usage_metadata": None,
     }
     replaced: dict[str, Any] = {}
-    for field, value in parts.items():
+    for field, replacement in replacements.items():
+        value = getattr(message, field)
         if isinstance(value, str) or not value:
             continue
         problem = json_problem(value, max_depth=_PART_DEPTH, other=_serde_problem)
         if problem is None:
             continue
         log.warning("the model's reply had %s that cannot be stored (%s): dropped", field, problem)
-        replaced[field] = {"content": message.text, "usage_metadata": None}.get(field, {})
+        replaced[field] = replacement
     return replaced
 
 

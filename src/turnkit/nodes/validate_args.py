@@ -54,7 +54,7 @@ def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
     errors: dict[str, RoundAnswer] = {}
     for call in ai.tool_calls:
         call_id = call["id"] or ""
-        problem = _problem(call["name"], call.get("args"), names, bound)
+        problem = _problem(str(call["name"]), call.get("args"), names, bound)
         if problem is not None:
             errors[call_id] = problem
         else:

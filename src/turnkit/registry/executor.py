@@ -8,6 +8,7 @@ has a sync form for scripts and an ``a``-prefixed async twin that never blocks t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
 import time
@@ -273,6 +274,16 @@ class Executor:
     async def aconfirmation(self, confirmation_id: str) -> Confirmation | None:
         """Async twin of ``confirmation``."""
         return await adrive(current_steps(self._setup, confirmation_id), self._env)
+
+    def recorded(self, caller: Caller, name: str, idempotency_key: str) -> Answer | None:
+        """The answer an earlier call of ``name`` by ``caller`` with ``idempotency_key`` got,
+        when the ledger recorded it; None when there was none or it never finished."""
+        record = self.ledger.get_idempotency(caller.identity, name, idempotency_key)
+        return record.answer if record is not None and record.state == "done" else None
+
+    async def arecorded(self, caller: Caller, name: str, idempotency_key: str) -> Answer | None:
+        """Async twin of ``recorded``."""
+        return await asyncio.to_thread(self.recorded, caller, name, idempotency_key)
 
     def pending(self, caller: Caller | None = None) -> list[Confirmation]:
         """Confirmations still waiting for a decision and not expired, oldest first."""
