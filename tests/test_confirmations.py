@@ -48,11 +48,13 @@ def test_edit_runs_the_new_input_for_the_same_tool(executor, alice, shop, held):
     assert answer["result"] == {"updated": 2}
     assert shop.writes()[0]["input"] == prices("TEA-0002", "TEA-0003")
     stored = executor.ledger.get_confirmation(held)
-    assert stored.decision == {"action": "edit", "input": prices("TEA-0002", "TEA-0003")}
+    assert stored.decision == {"action": "edit", "arguments": prices("TEA-0002", "TEA-0003")}
 
 
 def test_an_invalid_edit_is_refused_and_the_confirmation_stays_pending(executor, alice, shop, held):
-    answer = executor.confirm(held, alice, {"action": "edit", "input": {"prices": [{"sku": "x"}]}})
+    answer = executor.confirm(
+        held, alice, {"action": "edit", "arguments": {"prices": [{"sku": "x"}]}}
+    )
     assert answer["error"]["code"] == "invalid_input"
     assert answer["error"]["message"].startswith("the edit was not applied: ")
     assert executor.ledger.get_confirmation(held).status == "pending"
@@ -61,7 +63,7 @@ def test_an_invalid_edit_is_refused_and_the_confirmation_stays_pending(executor,
 
 
 def test_an_edit_can_never_switch_tools(executor, alice, shop, held):
-    decision = {"action": "edit", "input": {"sku": "TEA-0001"}, "tool": "shop.delete_product"}
+    decision = {"action": "edit", "arguments": {"sku": "TEA-0001"}, "tool": "shop.delete_product"}
     answer = executor.confirm(held, alice, decision)
     assert answer["error"]["code"] == "invalid_input"
     assert executor.ledger.get_confirmation(held).status == "pending"
@@ -75,7 +77,8 @@ def test_an_edit_can_never_switch_tools(executor, alice, shop, held):
         42,
         {"action": "maybe"},
         {"action": "edit"},
-        {"action": "approve", "input": {}},
+        {"action": "approve", "arguments": {}},
+        {"action": "edit", "input": {}},  # one word for the new input: arguments
         {"action": "approve", "message": "x"},
         {"action": "reject", "message": 5},
     ],
@@ -250,7 +253,7 @@ def test_a_key_whose_scope_was_removed_cannot_approve_its_held_write(executor, s
     assert shop.writes() == []
 
 
-def test_an_edit_may_name_its_new_input_arguments(executor, alice, shop, held):
+def test_an_edit_as_a_plain_object_names_its_new_input_arguments(executor, alice, shop, held):
     answer = executor.confirm(held, alice, {"action": "edit", "arguments": prices("TEA-0009")})
     assert answer["status"] == "ok"
     assert shop.writes()[0]["input"] == prices("TEA-0009")

@@ -1,7 +1,7 @@
 """``never_held``: the promise the turn graph relies on to run plain reads without a key.
 
 A call that ``needs_hold`` must carry an idempotency key (a repeat returns the same held answer,
-not a second confirmation), so ``never_held(tool)`` may be True only when no caller, input or
+not a second confirmation), so ``tool.never_held`` may be True only when no caller, input or
 setting can hold the tool's calls.
 """
 
@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnkit import Caller, Tool
+from turnkit.registry._steps import needs_hold
 from turnkit.registry.context import CallContext
 from turnkit.registry.settings import Settings
-from turnkit.registry.steps import needs_hold, never_held
 
 
 def _danger(kind: str) -> Any:
@@ -61,7 +61,7 @@ def test_a_tool_that_is_never_held_is_not_held_by_any_caller_input_or_setting(
         settings=Settings(confirm_batch_over=batch),
         call_id="c",
     )
-    if never_held(tool):
+    if tool.never_held:
         assert not needs_hold(tool, caller, value, ctx)
 
 
@@ -75,7 +75,7 @@ def test_only_a_read_without_danger_is_never_held():
             **fields,
         )
 
-    assert never_held(tool(annotations={"read_only": True}))
-    assert not never_held(tool(annotations={"read_only": True}, danger="always"))
-    assert not never_held(tool(annotations={"read_only": True}, danger=lambda v, c: False))
-    assert not never_held(tool())  # a write
+    assert tool(annotations={"read_only": True}).never_held
+    assert not tool(annotations={"read_only": True}, danger="always").never_held
+    assert not tool(annotations={"read_only": True}, danger=lambda v, c: False).never_held
+    assert not tool().never_held  # a write

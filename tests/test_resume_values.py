@@ -20,8 +20,8 @@ ALICE = TurnContext(caller=Caller.session("alice"))
     [
         ("approve", "must map confirmation ids to decisions"),
         ({"not-held": "approve"}, "['not-held'] are not confirmations held in this thread"),
-        ("HELD:maybe", ": not a decision"),
-        ("HELD:edit-without-arguments", "arguments: Field required"),
+        ("HELD:maybe", "Input should be a valid dictionary"),
+        ("HELD:edit-without-arguments", "an edit needs 'arguments'"),
         ({"decisions": [{"type": "approve"}]}, "['decisions'] are not confirmations held"),
     ],
     ids=["bare-word", "unknown-id", "unknown-word", "edit-without-arguments", "hitl-shape"],

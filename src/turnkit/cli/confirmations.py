@@ -33,7 +33,6 @@ from turnkit.cli.session import SWITCH, Session
 from turnkit.registry.caller import Caller
 from turnkit.registry.confirmations import CONFIRM_ANY
 from turnkit.registry.ledger import Confirmation
-from turnkit.registry.pipeline import WAIT_GRACE
 
 app = typer.Typer(help="List and decide writes that wait for a person.", no_args_is_help=True)
 
@@ -57,17 +56,17 @@ def list_(
     """Confirmations waiting for a decision (or all, with --all)."""
     opened = session(db, None, False, None, "demo", None, None)
     try:
-        found = opened.storage.ledger.list_confirmations(status=None if all_ else "pending")
-        now = opened.executor.settings_now()
-        stale = now.handler_timeout + WAIT_GRACE
+        listed = opened.storage.ledger.list_confirmations(status=None if all_ else "pending")
+        # a write whose process died while it ran is settled (outcome unknown) as it is listed
+        found = [_settled(opened, c) for c in listed]
         clock = opened.executor.clock()
         if as_json:
-            rows = [render.confirmation_json(c, clock, stale) for c in found]
+            rows = [render.confirmation_json(c, clock) for c in found]
             typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         elif not found:
             console.print("no confirmations wait for a decision" + ("" if all_ else " (--all)"))
         else:
-            console.print(render.confirmations_table(found, clock, stale))
+            console.print(render.confirmations_table(found, clock))
     finally:
         opened.close()
 
@@ -140,6 +139,12 @@ def _decide(
             raise typer.Exit(REFUSED)
     finally:
         opened.close()
+
+
+def _settled(opened: Session, confirmation: Confirmation) -> Confirmation:
+    if confirmation.status != "running":
+        return confirmation
+    return opened.executor.confirmation(confirmation.id) or confirmation
 
 
 def _find(opened: Session, given: str) -> Confirmation:

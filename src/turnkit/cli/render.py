@@ -79,14 +79,13 @@ def tools_table(rows: list[dict[str, str]], title: str) -> Table:
     return table
 
 
-def status(confirmation: Confirmation, now: float, stale_after: float) -> str:
+def status(confirmation: Confirmation, now: float) -> str:
     """Where a confirmation is, in words: pending, expired, approved (and how it went), ..."""
     c = confirmation
     if c.status == "pending":
         return "pending" if c.expires_at > now else "expired (not yet closed)"
     if c.status == "running":
-        late = (c.decided_at or 0) < now - stale_after
-        return "outcome unknown (its run stopped)" if late else "approved: running"
+        return "approved: running"
     if c.status in ("rejected", "expired"):
         return c.status
     outcome = c.outcome or {}
@@ -114,7 +113,7 @@ def decided(confirmation: Confirmation) -> str:
     return f"{c.id}: {c.tool} {verb}{who}{when} ({result})"
 
 
-def confirmations_table(rows: list[Confirmation], now: float, stale_after: float) -> Table:
+def confirmations_table(rows: list[Confirmation], now: float) -> Table:
     """The table of ``turnkit confirmations list``; ids never wrap (copy them whole)."""
     table = Table(title="confirmations", title_justify="left")
     for column in ("id", "tool", "caller", "thread", "created", "status", "expires"):
@@ -127,14 +126,14 @@ def confirmations_table(rows: list[Confirmation], now: float, stale_after: float
             c.caller.identity,
             thread_of(c.idempotency_key) or "-",
             iso(c.created_at),
-            status(c, now, stale_after),
+            status(c, now),
             c.expires_at_iso,
             compact(c.input, 60),
         )
     return table
 
 
-def confirmation_json(c: Confirmation, now: float, stale_after: float) -> dict[str, Any]:
+def confirmation_json(c: Confirmation, now: float) -> dict[str, Any]:
     """A confirmation as ``--json`` prints it."""
     return {
         "id": c.id,
@@ -144,7 +143,7 @@ def confirmation_json(c: Confirmation, now: float, stale_after: float) -> dict[s
         "created_at": iso(c.created_at),
         "expires_at": c.expires_at_iso,
         "status": c.status,
-        "shown_as": status(c, now, stale_after),
+        "shown_as": status(c, now),
         "decided_by": c.decided_by,
         "decided_at": iso(c.decided_at) if c.decided_at else None,
         "decision": c.decision,

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from turnkit.errors import ResumeError
 from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.decisions import HOW_TO_RESUME, decision_of, payload, refusals, resume_schema
+from turnkit.nodes.decisions import HOW_TO_RESUME, payload, refusals, resume_schema
 from turnkit.nodes.messages import answered, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
@@ -39,7 +39,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     pending, done = _split(held, [executor.confirmation(h["confirmation_id"]) for h in held])
     problems: dict[str, str] = {}
     for cid, decision in _ask(pending, held, bound).items():
-        answer = executor.confirm(cid, caller, decision_of(decision), allow=allow)
+        answer = executor.confirm(cid, caller, decision, allow=allow)
         _note(cid, answer, executor.confirmation(cid), done, problems)
     return _update(held, done, problems, bound.limits(state)[1])
 
@@ -54,7 +54,7 @@ async def aawait_confirmation(
     pending, done = _split(held, [await executor.aconfirmation(h["confirmation_id"]) for h in held])
     problems: dict[str, str] = {}
     for cid, decision in _ask(pending, held, bound).items():
-        answer = await executor.aconfirm(cid, caller, decision_of(decision), allow=allow)
+        answer = await executor.aconfirm(cid, caller, decision, allow=allow)
         _note(cid, answer, await executor.aconfirmation(cid), done, problems)
     _, limit = await bound.alimits(state)
     return _update(held, done, problems, limit)

@@ -10,11 +10,10 @@ unknown id or a malformed decision is refused with a clear error and can be answ
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+from pydantic import BeforeValidator, RootModel, ValidationError, model_validator
 
-from turnkit.nodes.tools import arguments
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.ledger import Confirmation
@@ -23,7 +22,6 @@ __all__ = [
     "HOW_TO_RESUME",
     "PAYLOAD_TYPE",
     "PAYLOAD_VERSION",
-    "decision_of",
     "payload",
     "refusals",
     "resume_schema",
@@ -40,33 +38,13 @@ HOW_TO_RESUME = (
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _word(value: Any) -> Any:
+    """``"approve"`` / ``"reject"`` as the object they abbreviate."""
+    return {"action": value} if value in ("approve", "reject") else value
 
 
-class Approve(_Strict):
-    """Run the held call as it is."""
-
-    action: Literal["approve"]
-
-
-class Reject(_Strict):
-    """Run nothing; the message tells the model why."""
-
-    action: Literal["reject"]
-    message: str | None = None
-
-
-class Edit(_Strict):
-    """Run the same tool with these arguments instead (validated again)."""
-
-    action: Literal["edit"]
-    arguments: dict[str, Any]
-
-
-GraphDecision = (
-    Literal["approve", "reject"] | Annotated[Approve | Reject | Edit, Field(discriminator="action")]
-)
+GraphDecision = Annotated[Decision, BeforeValidator(_word)]
+"""A decision as a resume value carries it: ``Decision``'s one grammar, words included."""
 
 
 @lru_cache(maxsize=256)
@@ -105,27 +83,12 @@ def refusals(error: ValidationError) -> list[str]:
     by_id: dict[str, str] = {}
     for problem in error.errors():
         loc = [str(part) for part in problem["loc"]]
+        message = str(problem["msg"]).removeprefix("Value error, ")
         if not loc:  # the value as a whole
-            return [problem["msg"].removeprefix("Value error, ")]
-        field = ".".join(part for part in loc[1:] if "[" not in part and part not in _ACTIONS)
-        detail = f"{field}: {problem['msg']}" if field else ""
-        if detail or loc[0] not in by_id:
-            by_id[loc[0]] = detail or "not a decision"
+            return [message]
+        field = ".".join(loc[1:])
+        by_id.setdefault(loc[0], f"{field}: {message}" if field else message)
     return [f"{cid!r}: {text}" for cid, text in list(by_id.items())[:5]]
-
-
-_ACTIONS = frozenset({"approve", "reject", "edit"})
-
-
-def decision_of(value: Any) -> Decision:
-    """The executor's ``Decision`` for one validated resume decision."""
-    if value == "approve" or isinstance(value, Approve):
-        return Decision.approve()
-    if value == "reject":
-        return Decision.reject()
-    if isinstance(value, Reject):
-        return Decision.reject(value.message)
-    return Decision.edit(arguments(value.arguments) or {})
 
 
 def payload(

@@ -21,7 +21,6 @@ from turnkit.graph.state import PendingCall, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import answered
 from turnkit.nodes.tools import held
-from turnkit.registry.steps import never_held
 
 __all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
 
@@ -43,7 +42,7 @@ def thread_of(key: str | None) -> str | None:
 
 def _control(runtime: Runtime[Any], call: PendingCall, bound: Bound) -> dict[str, Any]:
     tool = bound.executor.registry.get(call["tool"])
-    if tool is not None and never_held(tool):
+    if tool is not None and tool.never_held:
         return {}
     info = getattr(runtime, "execution_info", None)
     key = idempotency_key(getattr(info, "thread_id", None), call)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from turnkit.registry.control import CONTROL_FIELDS
+from turnkit.registry.context import CONTROL_FIELDS
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.tool import Tool
 

@@ -34,7 +34,7 @@ from turnkit.nodes.messages import (
 )
 from turnkit.nodes.model_reply import unique_call_ids
 from turnkit.nodes.tools import arguments
-from turnkit.registry.steps import VIOLATIONS_SHOWN
+from turnkit.registry.schema import VIOLATIONS_SHOWN
 
 __all__ = ["round_messages", "validate_args"]
 

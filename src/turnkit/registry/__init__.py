@@ -5,8 +5,7 @@ Nothing in this package imports LangGraph or LangChain; the graph layer builds o
 
 from turnkit.registry.caller import Caller, PermissionProvider, StaticPermissions
 from turnkit.registry.confirmations import Decision
-from turnkit.registry.context import CallContext
-from turnkit.registry.control import CONTROL_FIELDS
+from turnkit.registry.context import CONTROL_FIELDS, CallContext
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger, open_ledger
 from turnkit.registry.ledger.postgres import PostgresLedger

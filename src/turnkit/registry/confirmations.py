@@ -10,24 +10,31 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from turnkit.registry import answers, steps
-from turnkit.registry.answers import Answer
-from turnkit.registry.caller import Caller
-from turnkit.registry.effects import Pause, Permissions, Steps, Store
-from turnkit.registry.ledger.records import Confirmation, iso
-from turnkit.registry.pipeline import (
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from turnkit.registry import _steps as steps
+from turnkit.registry import answers
+from turnkit.registry._effects import (
+    Environment,
+    OnLedger,
+    Pause,
+    Permissions,
+    Steps,
+    read_confirmation,
+)
+from turnkit.registry._pipeline import (
     OUTCOME_UNKNOWN,
     POLL_SECONDS,
     WAIT_GRACE,
     Call,
-    Setup,
     execute_steps,
     settings_now,
 )
+from turnkit.registry.answers import Answer
+from turnkit.registry.caller import Caller
+from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.visibility import Allow
 
 __all__ = [
@@ -45,21 +52,38 @@ CONFIRM_ANY = "system.confirm_any"
 DecisionAction: TypeAlias = Literal["approve", "reject", "edit"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Decision:
-    """A person's decision on a held write.
+class Decision(BaseModel):
+    """A person's decision on a held write: the one grammar of decisions, for the executor, the
+    turn graph's resume value, the command line and every other surface.
+
+    Written as ``"approve"``, ``"reject"``, or an object: ``{"action": "approve"}``,
+    ``{"action": "reject", "message": "why"}``, ``{"action": "edit", "arguments": {...}}``.
 
     Example:
         >>> Decision.edit({"prices": [{"sku": "TEA-0001", "price": 4.0}]}).action
         'edit'
+        >>> Decision.of("reject")
+        Decision(action='reject', message=None, arguments=None)
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     action: DecisionAction
-    """``approve`` runs the held input, ``reject`` runs nothing, ``edit`` runs ``input`` instead."""
+    """``approve`` runs the held input, ``reject`` runs nothing, ``edit`` runs ``arguments``."""
     message: str | None = None
-    """Why it was rejected (given to the model)."""
-    input: dict[str, Any] | None = field(default=None)
-    """The replacement input of an edit, for the same tool; validated again."""
+    """Why it was rejected (given to the model); a rejection only."""
+    arguments: dict[str, Any] | None = None
+    """The new input of an edit, for the same tool, validated again; an edit only."""
+
+    @model_validator(mode="after")
+    def _fields_fit_the_action(self) -> Decision:
+        if self.message is not None and self.action != "reject":
+            raise ValueError("only a rejection carries a 'message'")
+        if self.action == "edit" and self.arguments is None:
+            raise ValueError("an edit needs 'arguments': the new input object for the same tool")
+        if self.action != "edit" and self.arguments is not None:
+            raise ValueError("only an edit carries 'arguments'")
+        return self
 
     @classmethod
     def approve(cls) -> Decision:
@@ -72,52 +96,47 @@ class Decision:
         return cls(action="reject", message=message)
 
     @classmethod
-    def edit(cls, input: dict[str, Any]) -> Decision:
-        """Run the same tool with ``input`` instead."""
-        return cls(action="edit", input=input)
+    def edit(cls, arguments: dict[str, Any]) -> Decision:
+        """Run the same tool with ``arguments`` instead."""
+        return cls(action="edit", arguments=arguments)
+
+    @classmethod
+    def of(cls, value: object) -> Decision:
+        """The decision ``value`` writes (a ``Decision``, a word, or an object).
+
+        Raises:
+            pydantic.ValidationError: ``value`` is not a decision.
+        """
+        if isinstance(value, Decision):
+            return value
+        if value in ("approve", "reject"):
+            return cls(action=value)  # type: ignore[arg-type]  # checked just above
+        return cls.model_validate(value)
 
     def to_json(self) -> dict[str, Any]:
         """The decision as JSON data, as the ledger stores it."""
-        data: dict[str, Any] = {"action": self.action}
-        if self.message is not None:
-            data["message"] = self.message
-        if self.input is not None:
-            data["input"] = self.input
-        return data
+        return self.model_dump(exclude_none=True)
 
 
 def parse_decision(value: object) -> Decision | str:
-    """A ``Decision`` from a ``Decision``, ``"approve"``, ``"reject"`` or a dict; else the problem.
+    """A ``Decision`` from what ``Decision.of`` takes, or what is wrong with ``value``."""
+    try:
+        return Decision.of(value)
+    except ValidationError as exc:
+        return "; ".join(_problem(p) for p in exc.errors()[:3]) + (
+            ". A decision is 'approve', 'reject', {'action': 'reject', 'message': ...} or"
+            " {'action': 'edit', 'arguments': {...}}"
+        )
 
-    Accepted dicts: ``{"action": "approve"}``, ``{"action": "reject", "message": "..."}``,
-    ``{"action": "edit", "input": {...}}``.
-    """
-    if isinstance(value, Decision):
-        return value
-    if value in ("approve", "reject"):
-        return Decision(action=value)  # type: ignore[arg-type]  # checked just above
-    if not isinstance(value, Mapping):
-        return "a decision is 'approve', 'reject', or an object with 'action'"
-    if "input" in value and "arguments" in value:
-        return "give the edit's new input once: 'input' or 'arguments'"
-    action, message = value.get("action"), value.get("message")
-    new_input = value.get("input", value.get("arguments"))
-    unknown = sorted(set(value) - {"action", "message", "input", "arguments"})
-    if unknown:
-        return f"unknown decision fields {unknown}; use 'action', 'message', 'input'"
-    if action not in ("approve", "reject", "edit"):
-        return f"decision action {action!r} is not 'approve', 'reject' or 'edit'"
-    if message is not None and (action != "reject" or not isinstance(message, str)):
-        return "'message' is a string, and only a rejection carries one"
-    if action == "edit" and not isinstance(new_input, dict):
-        return "an edit needs 'input': the new input object for the same tool"
-    if action != "edit" and new_input is not None:
-        return "only an edit carries 'input'"
-    return Decision(action=action, message=message, input=new_input)
+
+def _problem(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem["loc"])
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def confirm_steps(
-    setup: Setup,
+    env: Environment,
     confirmation_id: object,
     decider: Caller,
     decision: object,
@@ -132,7 +151,9 @@ def confirm_steps(
         return answers.error("invalid_input", f"invalid decision: {parsed}")
     if not isinstance(confirmation_id, str):
         return answers.error("not_found", f"no confirmation {confirmation_id!r}")
-    held: Confirmation | None = yield Store("get_confirmation", (confirmation_id,))
+    held: Confirmation | None = yield OnLedger(
+        lambda ledger: ledger.get_confirmation(confirmation_id)
+    )
     if held is None:
         return answers.error("not_found", f"no confirmation {confirmation_id[:80]!r}")
     if decider.identity != held.caller.identity:
@@ -143,48 +164,47 @@ def confirm_steps(
                 f"confirmation {held.id!r} was held for another caller; only they, or someone"
                 f" with the permission {CONFIRM_ANY!r}, may decide it",
             )
-    settings = yield from settings_now(setup)
-    now = setup.clock()
+    settings = yield from settings_now(env)
+    now = env.clock()
     if held.status == "pending" and held.expires_at <= now:
         yield from _expire(held, now)
-        return (yield from _settled(setup, held.id, settings.handler_timeout))
+        return (yield from _settled(env, held.id, settings.handler_timeout))
     if held.status != "pending":
-        return (yield from _settled(setup, held.id, settings.handler_timeout))
+        return (yield from _settled(env, held.id, settings.handler_timeout))
 
     if parsed.action == "reject":
-        yield Store(
-            "close_confirmation",
-            (held.id,),
-            {
-                "status": "rejected",
-                "outcome": answers.rejected(parsed.message),
-                "now": now,
-                "decided_by": decider.identity,
-                "decision": parsed.to_json(),
-            },
+        outcome = answers.rejected(parsed.message)
+        yield OnLedger(
+            lambda ledger: ledger.close_confirmation(
+                held.id,
+                status="rejected",
+                outcome=outcome,
+                now=now,
+                decided_by=decider.identity,
+                decision=parsed.to_json(),
+            )
         )
-        return (yield from _settled(setup, held.id, settings.handler_timeout))
+        return (yield from _settled(env, held.id, settings.handler_timeout))
 
     new_input, new_hash = None, None
     if parsed.action == "edit":
-        problem, new_input, new_hash = _checked_edit(setup, held, parsed, settings)
+        problem, new_input, new_hash = _checked_edit(env, held, parsed, settings)
         if problem is not None:
             return problem
     token = secrets.token_urlsafe(24)
-    won = yield Store(
-        "claim_confirmation",
-        (held.id,),
-        {
-            "decided_by": decider.identity,
-            "decision": parsed.to_json(),
-            "token": token,
-            "now": now,
-            "input": new_input,
-            "input_hash": new_hash,
-        },
+    won = yield OnLedger(
+        lambda ledger: ledger.claim_confirmation(
+            held.id,
+            decided_by=decider.identity,
+            decision=parsed.to_json(),
+            token=token,
+            now=now,
+            input=new_input,
+            input_hash=new_hash,
+        )
     )
     if not won:  # another process decided first, or the time ran out just now
-        return (yield from _settled(setup, held.id, settings.handler_timeout))
+        return (yield from _settled(env, held.id, settings.handler_timeout))
     run = Call(  # the held caller deciding runs with their caller now (a key's current scopes)
         caller=decider if decider.identity == held.caller.identity else held.caller,
         name=held.tool,
@@ -195,36 +215,38 @@ def confirm_steps(
         confirmation_id=held.id,
     )
     try:
-        outcome = yield from execute_steps(setup, run)
+        outcome = yield from execute_steps(env, run)
     except Exception:
         if (
             not run.started
         ):  # nothing ran (a provider failed, the run was cancelled): undo the claim
-            yield Store("reopen_confirmation", (held.id,))
+            yield OnLedger(lambda ledger: ledger.reopen_confirmation(held.id))
         raise
     if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
-        yield Store("reopen_confirmation", (held.id,))
+        yield OnLedger(lambda ledger: ledger.reopen_confirmation(held.id))
         outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
         return outcome
-    yield Store("finish_confirmation", (held.id, outcome))
+    yield OnLedger(lambda ledger: ledger.finish_confirmation(held.id, outcome))
     return outcome
 
 
-def current_steps(setup: Setup, confirmation_id: str) -> Steps[Confirmation | None]:
+def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation | None]:
     """The confirmation as it stands now, or None. One whose time ran out while it waited is
     closed as expired first (once, in the ledger), and an approved write whose run stopped (its
     process died) is closed as ``outcome_unknown``, so its ``outcome`` says so."""
-    held: Confirmation | None = yield Store("get_confirmation", (confirmation_id,))
-    now = setup.clock()
+    held: Confirmation | None = yield OnLedger(
+        lambda ledger: ledger.get_confirmation(confirmation_id)
+    )
+    now = env.clock()
     if held is not None and held.status == "pending" and held.expires_at <= now:
         yield from _expire(held, now)
-        held = yield Store("get_confirmation", (confirmation_id,))
+        held = yield read_confirmation(confirmation_id)
     elif held is not None and held.status == "running":
-        settings = yield from settings_now(setup)
+        settings = yield from settings_now(env)
         stale_before = now - settings.handler_timeout - WAIT_GRACE
         if (held.decided_at or 0) < stale_before:
             yield from _abandon(held.id, stale_before)
-            held = yield Store("get_confirmation", (confirmation_id,))
+            held = yield read_confirmation(confirmation_id)
     return held
 
 
@@ -232,7 +254,9 @@ def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
     """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
     what = f"approved write of {confirmation_id!r}"
     unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
-    yield Store("abandon_confirmation", (confirmation_id, unknown, stale_before))
+    yield OnLedger(
+        lambda ledger: ledger.abandon_confirmation(confirmation_id, unknown, stale_before)
+    )
 
 
 def _expire(held: Confirmation, now: float) -> Steps[None]:
@@ -241,39 +265,39 @@ def _expire(held: Confirmation, now: float) -> Steps[None]:
         "confirmation_expired",
         f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
     )
-    yield Store(
-        "close_confirmation",
-        (held.id,),
-        {"status": "expired", "outcome": expired, "now": now, "only_expired": True},
+    yield OnLedger(
+        lambda ledger: ledger.close_confirmation(
+            held.id, status="expired", outcome=expired, now=now, only_expired=True
+        )
     )
 
 
 def _checked_edit(
-    setup: Setup, held: Confirmation, decision: Decision, settings: Any
+    env: Environment, held: Confirmation, decision: Decision, settings: Any
 ) -> tuple[Answer | None, dict[str, Any] | None, str | None]:
     """An edit's new input checked against the same tool's schema; nothing is applied if not."""
-    tool = setup.registry.get(held.tool)
+    tool = env.registry.get(held.tool)
     if tool is None:
         return (
             answers.error("not_found", f"the tool {held.tool!r} is no longer registered"),
             None,
             None,
         )
-    problem, text = steps.input_error(tool, decision.input, settings)
+    problem, text = steps.input_error(tool, decision.arguments, settings)
     if problem is None:
-        problem = steps.too_many_items(tool, decision.input)  # type: ignore[arg-type]
+        problem = steps.too_many_items(tool, decision.arguments)  # type: ignore[arg-type]
     if problem is not None:
         problem["error"]["message"] = "the edit was not applied: " + problem["error"]["message"]
         return problem, None, None
-    return None, decision.input, steps.input_hash(text)
+    return None, decision.arguments, steps.input_hash(text)
 
 
-def _settled(setup: Setup, confirmation_id: str, timeout: float) -> Steps[Answer]:
+def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
     """The stored outcome of a decided confirmation, waiting while its write runs elsewhere."""
     deadline = time.monotonic() + timeout + WAIT_GRACE
-    stale_before = setup.clock() - timeout - WAIT_GRACE
+    stale_before = env.clock() - timeout - WAIT_GRACE
     while True:
-        current: Confirmation | None = yield Store("get_confirmation", (confirmation_id,))
+        current: Confirmation | None = yield read_confirmation(confirmation_id)
         if current is None:
             return answers.error("not_found", f"no confirmation {confirmation_id!r}")
         if current.outcome is not None:

@@ -19,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from turnkit.registry._effects import Environment, Permissions, adrive, drive
+from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller, PermissionProvider
 from turnkit.registry.confirmations import Decision, confirm_steps, current_steps
-from turnkit.registry.effects import Environment, Permissions, adrive, drive
 from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger
-from turnkit.registry.pipeline import Call, Setup, enabled_now, execute_steps, settings_now
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
@@ -81,8 +81,10 @@ class Executor:
         self.permissions = permissions
         self.clock = clock
         """Seconds since the epoch, as this executor reads them (confirmations expire by it)."""
-        self._setup = Setup(registry=registry, defaults=settings or Settings(), clock=clock)
         self._env = Environment(
+            registry=registry,
+            defaults=settings or Settings(),
+            clock=clock,
             ledger=ledger,
             permissions=permissions,
             handler_pool=ThreadPoolExecutor(handler_threads, thread_name_prefix="turnkit-handler"),
@@ -93,15 +95,15 @@ class Executor:
     @property
     def defaults(self) -> Settings:
         """The settings given at construction, before the operator's overrides."""
-        return self._setup.defaults
+        return self._env.defaults
 
     def settings_now(self) -> Settings:
         """The settings in force now: the defaults with the operator's overrides."""
-        return drive(settings_now(self._setup), self._env)
+        return drive(settings_now(self._env), self._env)
 
     async def asettings_now(self) -> Settings:
         """Async twin of ``settings_now``."""
-        return await adrive(settings_now(self._setup), self._env)
+        return await adrive(settings_now(self._env), self._env)
 
     def visible_for(
         self, caller: Caller, allow: Allow = "all", *, settings: Settings | None = None
@@ -126,7 +128,7 @@ class Executor:
     def _rights(self, caller: Caller, settings: Settings | None) -> Any:
         """``(settings, permissions, enabled)``: what decides visibility, read now."""
         if settings is None:
-            settings = yield from settings_now(self._setup)
+            settings = yield from settings_now(self._env)
         permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
         modules = {tool.module for tool in self.registry.tools}
         flags = yield from enabled_now(self.registry, list(modules))
@@ -200,7 +202,7 @@ class Executor:
         ``control`` holds the control fields: ``dry_run``, ``confirm_token``, ``idempotency_key``.
         """
         return drive(
-            execute_steps(self._setup, self._call(caller, name, input, control, allow)), self._env
+            execute_steps(self._env, self._call(caller, name, input, control, allow)), self._env
         )
 
     async def aexecute(
@@ -214,7 +216,7 @@ class Executor:
     ) -> Answer:
         """Async twin of ``execute``: sync handlers and ledger work run in worker threads."""
         call = self._call(caller, name, input, control, allow)
-        return await adrive(execute_steps(self._setup, call), self._env)
+        return await adrive(execute_steps(self._env, call), self._env)
 
     @staticmethod
     def _call(
@@ -248,7 +250,7 @@ class Executor:
         the held caller, with their rights now: when they decide themselves, with ``decider`` (a
         key's current scopes) and ``allow`` (its allow list now).
         """
-        steps = confirm_steps(self._setup, confirmation_id, decider, decision, allow)
+        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
         return drive(steps, self._env)
 
     async def aconfirm(
@@ -260,7 +262,7 @@ class Executor:
         allow: Allow = "all",
     ) -> Answer:
         """Async twin of ``confirm``."""
-        steps = confirm_steps(self._setup, confirmation_id, decider, decision, allow)
+        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
         return await adrive(steps, self._env)
 
     def confirmation(self, confirmation_id: str) -> Confirmation | None:
@@ -269,11 +271,11 @@ class Executor:
         One whose time ran out while it waited is closed as expired first (in the ledger, once),
         so its ``outcome`` is the ``confirmation_expired`` answer a conversation should see.
         """
-        return drive(current_steps(self._setup, confirmation_id), self._env)
+        return drive(current_steps(self._env, confirmation_id), self._env)
 
     async def aconfirmation(self, confirmation_id: str) -> Confirmation | None:
         """Async twin of ``confirmation``."""
-        return await adrive(current_steps(self._setup, confirmation_id), self._env)
+        return await adrive(current_steps(self._env, confirmation_id), self._env)
 
     def recorded(self, caller: Caller, name: str, idempotency_key: str) -> Answer | None:
         """The answer an earlier call of ``name`` by ``caller`` with ``idempotency_key`` got,
@@ -287,7 +289,7 @@ class Executor:
 
     def pending(self, caller: Caller | None = None) -> list[Confirmation]:
         """Confirmations still waiting for a decision and not expired, oldest first."""
-        now = self._setup.clock()
+        now = self._env.clock()
         found = self.ledger.list_confirmations(status="pending", caller=caller)
         return [c for c in found if c.expires_at > now]
 

@@ -113,6 +113,8 @@ def ensure_schema(schema: object) -> None:
         raise SchemaError(problems)
 
 
+VIOLATIONS_SHOWN = 20
+"""The most schema violations one answer lists (to a model or a caller)."""
 MESSAGE_LIMIT = 300
 """Violation messages quote the offending value; a huge value is cut to keep answers small."""
 

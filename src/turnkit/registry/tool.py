@@ -192,6 +192,13 @@ class Tool:
         """True unless the tool is annotated ``read_only``."""
         return not self.annotations.read_only  # type: ignore[union-attr]  # normalised when built
 
+    @property
+    def never_held(self) -> bool:
+        """True when no caller, input or setting can hold a call of this tool for a person: a
+        read (``read_only``) without a ``danger``. Such a call has nothing to do twice, so the
+        turn graph runs it without an idempotency key."""
+        return not self.is_write and self.danger is None
+
     def with_module(self, module: str) -> Tool:
         """A copy of this tool marked as declared by ``module``."""
         tool = dataclasses.replace(self, module=module)

@@ -2,6 +2,8 @@
 
 The execute and confirm pipelines are generators that ``yield`` an effect whenever they need the
 outside world — the ledger, the permission provider, a handler, a pause — and receive its result.
+A ledger effect carries the call itself, ``OnLedger(lambda ledger: ledger.charge(...))``, so
+go-to-definition, renames and the type checker follow every ledger call (no dispatch by name).
 ``drive`` performs the effects in the calling thread; ``adrive`` performs them without ever
 blocking the event loop: it advances the steps in a worker thread, performing the effects that may
 block there (ledger calls, the application's code, a sync permission provider), and comes back to
@@ -17,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from turnkit.registry.caller import (
@@ -28,6 +30,8 @@ from turnkit.registry.caller import (
     permissions_now,
 )
 from turnkit.registry.ledger import Ledger
+from turnkit.registry.registry import Registry
+from turnkit.registry.settings import Settings
 
 T = TypeVar("T")
 
@@ -40,12 +44,15 @@ class Permissions:
 
 
 @dataclass(frozen=True, slots=True)
-class Store:
-    """Call ``ledger.<method>(*args, **kwargs)``."""
+class OnLedger:
+    """Call the ledger: ``run(ledger)`` (in a worker thread on the async path)."""
 
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    run: Callable[[Ledger], Any]
+
+
+def read_confirmation(confirmation_id: str) -> OnLedger:
+    """The effect that reads one confirmation (the most common ledger effect)."""
+    return OnLedger(lambda ledger: ledger.get_confirmation(confirmation_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +81,7 @@ class UserCode:
     args: tuple[Any, ...] = ()
 
 
-Effect: TypeAlias = Permissions | Store | RunHandler | Pause | UserCode
+Effect: TypeAlias = Permissions | OnLedger | RunHandler | Pause | UserCode
 Steps: TypeAlias = Generator[Effect, Any, T]
 
 
@@ -91,13 +98,22 @@ def _bubbles(exc: BaseException) -> bool:
     return any(cls.__name__ == "GraphBubbleUp" for cls in type(exc).__mro__)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Environment:
-    """What the drivers perform effects against."""
+    """What the steps consult and the drivers perform effects against: the executor's parts."""
 
+    registry: Registry
+    """The tools."""
+    defaults: Settings
+    """The settings given in code; the ledger's overrides are read at call time."""
+    clock: Callable[[], float]
+    """Seconds since the epoch (a test's fake clock expires confirmations)."""
     ledger: Ledger
+    """The durable memory: confirmations, idempotency, usage, settings, audit."""
     permissions: PermissionProvider
+    """The application's ``(caller) -> permissions``, asked at call time."""
     handler_pool: ThreadPoolExecutor
+    """The threads sync handlers run in (apart from ledger work)."""
 
 
 def drive(steps: Steps[T], env: Environment) -> T:
@@ -199,8 +215,8 @@ def _permissions_in_thread(provider: PermissionProvider, caller: Caller) -> Any:
 
 
 def _perform(effect: Effect, env: Environment) -> Any:
-    if isinstance(effect, Store):
-        return getattr(env.ledger, effect.method)(*effect.args, **effect.kwargs)
+    if isinstance(effect, OnLedger):
+        return effect.run(env.ledger)
     if isinstance(effect, Permissions):
         return permissions_now(env.permissions, effect.caller)
     if isinstance(effect, RunHandler):

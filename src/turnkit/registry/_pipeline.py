@@ -11,24 +11,26 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from turnkit.errors import ToolError
-from turnkit.registry import answers, steps
-from turnkit.registry.answers import Answer
-from turnkit.registry.caller import Caller
-from turnkit.registry.context import CallContext
-from turnkit.registry.effects import (
+from turnkit.registry import _steps as steps
+from turnkit.registry import answers
+from turnkit.registry._effects import (
+    Environment,
     HandlerOutcome,
+    OnLedger,
     Pause,
     Permissions,
     RunHandler,
     Steps,
-    Store,
     UserCode,
+    read_confirmation,
 )
+from turnkit.registry.answers import Answer
+from turnkit.registry.caller import Caller
+from turnkit.registry.context import CallContext
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
@@ -74,49 +76,38 @@ class Checked:
     settings: Settings
 
 
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """The live objects the steps consult (the drivers own the rest)."""
-
-    registry: Registry
-    defaults: Settings
-    clock: Callable[[], float]
-
-
-def settings_now(setup: Setup) -> Steps[Settings]:
+def settings_now(env: Environment) -> Steps[Settings]:
     """The defaults with the operator's overrides, read from the ledger now."""
-    overrides = yield Store("settings")
-    return setup.defaults.merged(overrides)
+    overrides = yield OnLedger(lambda ledger: ledger.settings())
+    return env.defaults.merged(overrides)
 
 
-def execute_steps(setup: Setup, call: Call) -> Steps[Answer]:
+def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
     """Run the pipeline for ``call`` and write its audit row."""
     started = time.perf_counter()
-    answer = yield from _pipeline(setup, call)
+    answer = yield from _pipeline(env, call)
     status = answer.get("status", "dry_run")
     code = answer["error"]["code"] if status == "error" else None
-    yield Store(
-        "audit",
-        kwargs={
-            "at": setup.clock(),
-            "caller": call.caller.identity,
-            "tool": call.name if isinstance(call.name, str) else repr(call.name)[:100],
-            "status": status,
-            "code": code,
-            "duration_ms": (time.perf_counter() - started) * 1000,
-            "confirmation_id": call.confirmation_id or answer.get("confirmation_id"),
-            "detail": call.detail,
-        },
-    )
+    row = {
+        "at": env.clock(),
+        "caller": call.caller.identity,
+        "tool": call.name if isinstance(call.name, str) else repr(call.name)[:100],
+        "status": status,
+        "code": code,
+        "duration_ms": (time.perf_counter() - started) * 1000,
+        "confirmation_id": call.confirmation_id or answer.get("confirmation_id"),
+        "detail": call.detail,
+    }
+    yield OnLedger(lambda ledger: ledger.audit(**row))
     return answer
 
 
-def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
-    settings = yield from settings_now(setup)
+def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
+    settings = yield from settings_now(env)
     caller = call.caller
 
     # 1. the tool exists and the caller may use it, checked now
-    tool = setup.registry.get(call.name) if isinstance(call.name, str) else None
+    tool = env.registry.get(call.name) if isinstance(call.name, str) else None
     if tool is None:
         shown = call.name[:100] if isinstance(call.name, str) else repr(call.name)[:100]
         return answers.error("not_found", f"no tool named {shown!r}")
@@ -126,7 +117,7 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
         tool,
         permissions=permissions,
         settings=settings,
-        enabled=(yield from enabled_now(setup.registry, [tool.module])).__getitem__,
+        enabled=(yield from enabled_now(env.registry, [tool.module])).__getitem__,
         allow=call.allow,
     )
     if reason is not None:
@@ -162,21 +153,31 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
     approved = None if dry else (yield from _approved(call, tool, digest))
     if approved is not None:
         call.confirmation_id = approved.id
-        answer = yield from _hold_charge_run(setup, call, checked, approved)
+        answer = yield from _hold_charge_run(env, call, checked, approved)
         if approved.idempotency_key is not None and not answers.is_error(answer, "rate_limited"):
-            yield Store(
-                "store_idempotency",
-                (caller.identity, tool.name, approved.idempotency_key, answer),
+            approved_key = approved.idempotency_key
+            yield OnLedger(
+                lambda ledger: ledger.store_idempotency(
+                    caller.identity, tool.name, approved_key, answer
+                )
             )
         return answer
 
     # 5. idempotency: a repeat replays, a different input conflicts
     if key is not None:
-        method = "get_idempotency" if dry else "reserve_idempotency"
-        args = (caller.identity, tool.name, key) + (() if dry else (digest, setup.clock()))
-        record = yield Store(method, args)
+        if dry:
+            record = yield OnLedger(
+                lambda ledger: ledger.get_idempotency(caller.identity, tool.name, key)
+            )
+        else:
+            now = env.clock()
+            record = yield OnLedger(
+                lambda ledger: ledger.reserve_idempotency(
+                    caller.identity, tool.name, key, digest, now
+                )
+            )
         if record is not None:
-            return (yield from _replay(setup, call, tool, key, digest, record, settings))
+            return (yield from _replay(env, call, tool, key, digest, record, settings))
 
     # 6. dry run: nothing charged, held or run
     if dry:
@@ -184,16 +185,20 @@ def _pipeline(setup: Setup, call: Call) -> Steps[Answer]:
         return answers.dry_run(would_hold, (yield from _cost(tool, value)))
 
     try:
-        answer = yield from _hold_charge_run(setup, call, checked, None)
+        answer = yield from _hold_charge_run(env, call, checked, None)
     except Exception:
         if key is not None:
-            yield Store("release_idempotency", (caller.identity, tool.name, key))
+            yield OnLedger(lambda ledger: ledger.release_idempotency(caller.identity, tool.name,
+                                                                     key))  # fmt: skip
         raise
     if key is not None:
         if answers.is_error(answer, "rate_limited"):
-            yield Store("release_idempotency", (caller.identity, tool.name, key))
+            yield OnLedger(lambda ledger: ledger.release_idempotency(caller.identity, tool.name,
+                                                                     key))  # fmt: skip
         else:
-            yield Store("store_idempotency", (caller.identity, tool.name, key, answer))
+            yield OnLedger(
+                lambda ledger: ledger.store_idempotency(caller.identity, tool.name, key, answer)
+            )
     return answer
 
 
@@ -222,7 +227,7 @@ def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]
     token = call.control.get("confirm_token")
     if token is None:
         return None
-    found: Confirmation | None = yield Store("confirmation_for_token", (token,))
+    found: Confirmation | None = yield OnLedger(lambda ledger: ledger.confirmation_for_token(token))
     if (
         found is None
         or found.caller.identity != call.caller.identity
@@ -234,12 +239,12 @@ def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]
 
 
 def _hold_charge_run(
-    setup: Setup, call: Call, checked: Checked, approved: Confirmation | None
+    env: Environment, call: Call, checked: Checked, approved: Confirmation | None
 ) -> Steps[Answer]:
     caller, tool, value, ctx, settings = (
         call.caller, checked.tool, checked.value, checked.ctx, checked.settings
     )  # fmt: skip
-    now = setup.clock()
+    now = env.clock()
 
     # 7. hold for a person, unless a person approved this very call
     if approved is None and (yield from _needs_hold(tool, caller, value, ctx)):
@@ -254,7 +259,7 @@ def _hold_charge_run(
             created_at=now,
             expires_at=now + settings.confirmation_ttl,
         )
-        yield Store("create_confirmation", (confirmation,))
+        yield OnLedger(lambda ledger: ledger.create_confirmation(confirmation))
         return answers.held(confirmation.id, iso(confirmation.expires_at))
 
     # 8. rate limit
@@ -271,7 +276,8 @@ def _hold_charge_run(
     if settings.rate_limit_units > 0:
         window = settings.rate_limit_window
         index = int(now // window)
-        charged = yield Store("charge", (caller.identity, index, cost, settings.rate_limit_units))
+        units = settings.rate_limit_units
+        charged = yield OnLedger(lambda ledger: ledger.charge(caller.identity, index, cost, units))
         if not charged:
             retry_after = round((index + 1) * window - now, 3)
             return answers.error(
@@ -345,7 +351,7 @@ def _json_details(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def _replay(
-    setup: Setup, call: Call, tool: Tool, key: str, digest: str, record: Any, settings: Settings
+    env: Environment, call: Call, tool: Tool, key: str, digest: str, record: Any, settings: Settings
 ) -> Steps[Answer]:
     """Step 5 for a key seen before: the stored answer again, or a conflict."""
     if record.input_hash != digest:
@@ -355,15 +361,15 @@ def _replay(
             f" {tool.name!r}; use a new key for a new call",
         )
     where = (call.caller.identity, tool.name, key)
-    stale_before = setup.clock() - settings.handler_timeout - WAIT_GRACE
+    stale_before = env.clock() - settings.handler_timeout - WAIT_GRACE
     if record.state == "running" and record.created_at < stale_before:
         unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}"))
-        yield Store("abandon_idempotency", (*where, unknown, stale_before))
-        record = yield Store("get_idempotency", where)
+        yield OnLedger(lambda ledger: ledger.abandon_idempotency(*where, unknown, stale_before))
+        record = yield OnLedger(lambda ledger: ledger.get_idempotency(*where))
     deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
     while record is not None and record.state == "running" and time.monotonic() < deadline:
         yield Pause(POLL_SECONDS)
-        record = yield Store("get_idempotency", where)
+        record = yield OnLedger(lambda ledger: ledger.get_idempotency(*where))
     if record is None or record.state == "running":
         return answers.error(
             "in_progress",
@@ -373,7 +379,8 @@ def _replay(
     answer = record.answer
     if answer.get("status") == "confirmation_required":
         call.confirmation_id = answer["confirmation_id"]
-        held: Confirmation | None = yield Store("get_confirmation", (answer["confirmation_id"],))
+        held_id = answer["confirmation_id"]
+        held: Confirmation | None = yield read_confirmation(held_id)
         if held is not None and held.outcome is not None:
             answer = held.outcome
     return answers.replayed(answer)

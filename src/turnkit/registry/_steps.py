@@ -15,9 +15,9 @@ from typing import Any
 from turnkit.registry import answers
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
-from turnkit.registry.context import CallContext
-from turnkit.registry.control import CONTROL_FIELDS, CONTROL_TYPES
+from turnkit.registry.context import CONTROL_FIELDS, CONTROL_TYPES, CallContext
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
+from turnkit.registry.schema import VIOLATIONS_SHOWN
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
 
@@ -25,8 +25,6 @@ log = logging.getLogger("turnkit.executor")
 
 KEY_LIMIT = 255
 """The longest idempotency key accepted."""
-VIOLATIONS_SHOWN = 20
-"""The most schema violations one answer lists."""
 
 
 def control_error(control: object) -> Answer | None:
@@ -163,13 +161,6 @@ def cost_of(tool: Tool, value: dict[str, Any]) -> int:
     if tool.audience == "admin" and tool.is_write:
         return max(1, math.ceil(longest_list(value) / 50))
     return 1
-
-
-def never_held(tool: Tool) -> bool:
-    """True when ``needs_hold`` is False for ``tool`` whatever the caller, input and settings: a
-    read (``read_only``) without a ``danger``. Such a call has nothing to do twice, so the turn
-    graph runs it without an idempotency key."""
-    return not tool.is_write and tool.danger is None
 
 
 def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext) -> bool:
