@@ -40,7 +40,7 @@ from turnkit import (
     chat,
     tool,
 )
-from turnkit.structured import instruction
+from turnkit.agent.structured import instruction
 from turnkit.testing import ScriptedModel
 
 SPAWN = multiprocessing.get_context("spawn")

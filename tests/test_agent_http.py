@@ -34,9 +34,9 @@ from turnkit import (
     chat,
     tool,
 )
-from turnkit.local_tools import LocalModule
-from turnkit.models import resolve_model
-from turnkit.structured import instruction
+from turnkit.agent.local_tools import LocalModule
+from turnkit.agent.models import resolve_model
+from turnkit.agent.structured import instruction
 
 CONTROL = ("dry_run", "confirm_token", "idempotency_key")
 READER = Caller.key("key-r", user_id="alice", scopes={"shop.products:read"})

@@ -18,7 +18,7 @@ from turnkit import (
     TurnkitError,
     tool,
 )
-from turnkit.models import resolve_model
+from turnkit.agent.models import resolve_model
 
 
 @pytest.mark.parametrize(
@@ -98,3 +98,19 @@ def test_a_session_missing_writes_only_for_the_switch_gets_one_warning_naming_it
     assert caplog.records == []
     executor.close()
     other.close()
+
+
+def test_an_executor_without_a_ledger_leaves_no_folder_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    from turnkit import chat
+    from turnkit.testing import ScriptedModel
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    executor = Executor(Registry())
+    assert len(list(tmp_path.iterdir())) == 1
+    executor.close()
+    assert list(tmp_path.iterdir()) == []
+    for _ in range(3):
+        assert chat("hi", model=ScriptedModel(["Hello."])).content == "Hello."
+    assert list(tmp_path.iterdir()) == []

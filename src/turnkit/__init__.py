@@ -54,12 +54,12 @@ from turnkit.registry import (
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 
 if TYPE_CHECKING:
-    from turnkit.agent import Agent, AgentPool, chat
+    from turnkit.agent._agent import Agent, AgentPool, chat
+    from turnkit.agent.langchain_tools import as_langchain_tool, as_langchain_tools
+    from turnkit.agent.local_tools import tool
+    from turnkit.agent.response import PendingConfirmation, Response, ToolCallRecord
+    from turnkit.agent.structured import StructuredOutputError
     from turnkit.graph import TurnContext, TurnState, build_turn_graph
-    from turnkit.langchain_tools import as_langchain_tool, as_langchain_tools
-    from turnkit.local_tools import tool
-    from turnkit.response import PendingConfirmation, Response, ToolCallRecord
-    from turnkit.structured import StructuredOutputError
 
 _LAZY = {
     "Agent": "turnkit.agent",
@@ -68,13 +68,13 @@ _LAZY = {
     "TurnContext": "turnkit.graph",
     "TurnState": "turnkit.graph",
     "build_turn_graph": "turnkit.graph",
-    "as_langchain_tool": "turnkit.langchain_tools",
-    "as_langchain_tools": "turnkit.langchain_tools",
-    "tool": "turnkit.local_tools",
-    "PendingConfirmation": "turnkit.response",
-    "Response": "turnkit.response",
-    "ToolCallRecord": "turnkit.response",
-    "StructuredOutputError": "turnkit.structured",
+    "as_langchain_tool": "turnkit.agent.langchain_tools",
+    "as_langchain_tools": "turnkit.agent.langchain_tools",
+    "tool": "turnkit.agent.local_tools",
+    "PendingConfirmation": "turnkit.agent.response",
+    "Response": "turnkit.agent.response",
+    "ToolCallRecord": "turnkit.agent.response",
+    "StructuredOutputError": "turnkit.agent.structured",
 }
 
 

@@ -68,7 +68,7 @@ def chat(
     from turnkit.cli.chat import Left, chat_loop
     from turnkit.cli.session import make_model
     from turnkit.graph.build import build_turn_graph
-    from turnkit.graph.context import TurnContext
+    from turnkit.turn.context import TurnContext
 
     with friendly():
         chat_model = make_model(model, base_url)
@@ -152,7 +152,7 @@ def demo(
     from turnkit.cli.chat import run_turn
     from turnkit.cli.session import make_model
     from turnkit.graph.build import build_turn_graph
-    from turnkit.graph.context import TurnContext
+    from turnkit.turn.context import TurnContext
 
     folder = Path(tempfile.mkdtemp(prefix="turnkit-demo-"))
     opened = session(

@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from turnkit.cli import render
-from turnkit.graph.context import TurnContext
 from turnkit.registry.executor import Executor
 from turnkit.registry.json_limits import json_problem
+from turnkit.turn.context import TurnContext
 
 Decide = Callable[[dict[str, Any]], Any]
 

@@ -6,7 +6,6 @@ from turnkit.cli.session import SetupError
 from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.names import model_name
-from turnkit.registry.tool import Tool
 
 
 def caller_of(spec: str, scopes: list[str]) -> Caller:
@@ -22,30 +21,26 @@ def caller_of(spec: str, scopes: list[str]) -> Caller:
 
 
 def rows(executor: Executor, caller: Caller) -> list[dict[str, str]]:
-    """One row per tool the caller may see now."""
-    settings = executor.settings_now()
+    """One row per tool the caller may see now; when it waits for a person, by the executor's
+    own rule (``Executor.hold_rule``)."""
+    batch_over = executor.settings_now().confirm_batch_over
+    words = {
+        "person": "yes: the agent acts for a person",
+        "always": "yes: always",
+        "input": "depends on the input",
+        "batch": f"when a list has over {batch_over} items",
+        "never": "no",
+    }
     return [
         {
             "name": tool.name,
             "model": model_name(tool.name) or "(hidden: name too long)",
             "kind": "write" if tool.is_write else "read",
             "scope": tool.scope or "-",
-            "confirm": _confirmation(tool, caller, settings.confirm_batch_over),
+            "confirm": words[executor.hold_rule(caller, tool)],
         }
         for tool in executor.visible_for(caller)
     ]
-
-
-def _confirmation(tool: Tool, caller: Caller, batch_over: int) -> str:
-    if tool.is_write and caller.kind == "session":
-        return "yes: the agent acts for a person"
-    if tool.danger == "always":
-        return "yes: always"
-    if callable(tool.danger):
-        return "depends on the input"
-    if tool.is_write and tool.audience == "admin":
-        return f"when a list has over {batch_over} items"
-    return "no"
 
 
 def hidden(executor: Executor, caller: Caller) -> list[tuple[str, str]]:

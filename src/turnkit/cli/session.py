@@ -162,6 +162,6 @@ def make_model(name: str | None, base_url: str | None) -> Any:
             "No model at hand? `turnkit demo` shows the whole flow offline, and"
             " `turnkit chat --model scripted` chats with the scripted demo model."
         )
-    from turnkit.models import resolve_model
+    from turnkit.agent.models import resolve_model
 
     return resolve_model(name if ":" in name else f"openai:{name}", base_url=url)

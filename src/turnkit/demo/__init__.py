@@ -1,6 +1,6 @@
 """The demo: a product catalogue module on SQLite, its demo user, and a scripted model.
 
-Used by ``turnkit demo`` and by Studio (``langgraph dev``, see ``turnkit.graph.studio``).
+Used by ``turnkit demo`` and by Studio (``langgraph dev``, see ``turnkit.demo.studio``).
 
 - ``Catalogue(path)``: module ``catalogue`` with ``list_products`` and ``get_product`` (reads) and
   ``set_prices`` and ``delete_product`` (writes; delete always waits for a confirmation).

@@ -2,7 +2,7 @@
 
 ``state``, ``history`` and ``context`` are plain modules the nodes import; the wiring
 (``build``, ``routing``) imports the nodes. So this package gives ``build_turn_graph`` and
-``builder`` on first use, and importing ``turnkit.graph.state`` (as every node does) never imports
+``builder`` on first use, and importing ``turnkit.turn.state`` (as every node does) never imports
 the nodes back.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from turnkit.graph.context import TurnContext
-from turnkit.graph.state import HeldCall, PendingCall, TurnOutput, TurnState
+from turnkit.turn.context import TurnContext
+from turnkit.turn.state import HeldCall, PendingCall, TurnOutput, TurnState
 
 if TYPE_CHECKING:
     from turnkit.graph.build import build_turn_graph, builder

@@ -19,8 +19,6 @@ from langgraph.types import Durability
 
 from turnkit._compat import CONFIG_KEY_DURABILITY, RunnableCallable
 from turnkit.graph import routing
-from turnkit.graph.context import TurnContext
-from turnkit.graph.state import TurnOutput, TurnState
 from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.call_model import acall_model, call_model
@@ -31,6 +29,8 @@ from turnkit.nodes.validate_args import validate_args
 from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
+from turnkit.turn.context import TurnContext
+from turnkit.turn.state import TurnOutput, TurnState
 
 __all__ = ["build_turn_graph", "builder"]
 

@@ -13,8 +13,8 @@ from typing import Literal
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
 
-from turnkit.graph.state import TurnState
 from turnkit.nodes.messages import last_ai
+from turnkit.turn.state import TurnState
 
 __all__ = ["after_confirmation", "after_model", "after_results", "after_validation"]
 

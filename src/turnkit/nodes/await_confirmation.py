@@ -19,12 +19,12 @@ from langgraph.types import interrupt
 from pydantic import ValidationError
 
 from turnkit.errors import ResumeError
-from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.decisions import HOW_TO_RESUME, payload, refusals, resume_schema
 from turnkit.nodes.messages import answered, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
+from turnkit.turn.state import HeldCall, TurnState
 
 __all__ = ["aawait_confirmation", "await_confirmation"]
 

@@ -15,10 +15,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from turnkit._compat import StreamingHandler
-from turnkit.graph.state import TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import ROUND_LIMIT
 from turnkit.nodes.model_reply import StreamedArguments, checked_reply, may_stream
+from turnkit.turn.state import TurnState
 
 __all__ = ["acall_model", "call_model"]
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from turnkit.graph.state import PendingCall, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import answered
 from turnkit.nodes.tools import held
+from turnkit.turn.state import PendingCall, TurnState
 
 __all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from turnkit.graph.state import HeldCall, TurnState
 from turnkit.nodes.messages import call_ids, last_ai, tool_message
+from turnkit.turn.state import HeldCall, TurnState
 
 __all__ = ["fit_results"]
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from turnkit.graph.state import HeldCall, PendingCall, RoundAnswer, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.execute import idempotency_key
 from turnkit.nodes.messages import answered, settled, tool_message
@@ -25,6 +24,7 @@ from turnkit.nodes.tools import held as held_in
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
+from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer, TurnState
 
 __all__ = ["alist_tools", "list_tools"]
 

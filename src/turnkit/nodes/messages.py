@@ -17,10 +17,10 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from turnkit.graph.state import RoundAnswer
 from turnkit.nodes.tools import fit_text, held_result
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
+from turnkit.turn.state import RoundAnswer
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Call one of the available tools: {available}."
 NO_TOOLS = "There is no tool named {name!r}, and no tools are available to you in this turn."

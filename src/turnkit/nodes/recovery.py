@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 
-from turnkit.graph.state import HeldCall, RoundAnswer
 from turnkit.nodes.messages import INTERRUPTED, call_ids, error_answer, tool_message
+from turnkit.turn.state import HeldCall, RoundAnswer
 
 __all__ = ["Unanswered", "recovered", "unanswered"]
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from turnkit.graph.state import PendingCall, RoundAnswer, TurnState
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import (
     INVALID_JSON,
@@ -35,6 +34,7 @@ from turnkit.nodes.messages import (
 from turnkit.nodes.model_reply import unique_call_ids
 from turnkit.nodes.tools import arguments
 from turnkit.registry.schema import VIOLATIONS_SHOWN
+from turnkit.turn.state import PendingCall, RoundAnswer, TurnState
 
 __all__ = ["round_messages", "validate_args"]
 

@@ -10,7 +10,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from turnkit.registry import answers
 from turnkit.registry.answers import Answer
@@ -163,27 +163,41 @@ def cost_of(tool: Tool, value: dict[str, Any]) -> int:
     return 1
 
 
+HoldRule: TypeAlias = Literal["person", "always", "input", "batch", "never"]
+"""When calls of a tool are held, before any input is known (``hold_rule``)."""
+
+
+def hold_rule(tool: Tool, caller: Caller) -> HoldRule:
+    """``needs_hold`` as far as it goes without an input: ``person`` (a session's write: the
+    agent acts for a person), ``always`` (``danger="always"``), ``input`` (a danger check decides
+    per input), ``batch`` (a list longer than ``confirm_batch_over``), or ``never``."""
+    if tool.is_write and caller.kind == "session":
+        return "person"
+    if tool.danger == "always":
+        return "always"
+    if callable(tool.danger):
+        return "input"
+    if tool.audience == "admin" and tool.is_write:
+        return "batch"
+    return "never"
+
+
 def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext) -> bool:
-    """Step 7's rule: a session's write, a danger that holds, or a batch over the setting.
+    """Step 7's rule (``hold_rule``, decided for this input): a session's write, a danger that
+    holds, or a batch over the setting.
 
     A danger check that raises holds the call: when in doubt, ask a person.
     """
-    if tool.is_write and caller.kind == "session":
+    rule = hold_rule(tool, caller)
+    if rule in ("person", "always"):
         return True
-    if tool.danger == "always":
-        return True
-    if callable(tool.danger):
+    if rule == "input":
         try:
-            if tool.danger(value, ctx):
-                return True
+            return bool(tool.danger(value, ctx))  # type: ignore[operator]  # callable: the rule
         except Exception:  # fail safe: a broken check asks a person
             log.exception("danger check of %r failed; holding the call", tool.name)
             return True
-    return (
-        tool.audience == "admin"
-        and tool.is_write
-        and longest_list(value) > ctx.settings.confirm_batch_over
-    )
+    return rule == "batch" and longest_list(value) > ctx.settings.confirm_batch_over
 
 
 def _kind(value: object) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -21,6 +23,7 @@ from typing import Any
 
 from turnkit.registry._effects import Environment, Permissions, adrive, drive
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
+from turnkit.registry._steps import HoldRule, hold_rule
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller, PermissionProvider
 from turnkit.registry.confirmations import Decision, confirm_steps, current_steps
@@ -65,17 +68,20 @@ class Executor:
         Args:
             registry: the tools.
             ledger: where confirmations, idempotency records, usage and audit rows live. Default:
-                a SQLite file in a new temporary folder (nothing survives the process).
+                a SQLite file in a new temporary folder, removed on ``close()`` (or when the
+                executor is collected): nothing survives.
             permissions: ``(caller) -> permissions``, sync or async, asked on every call.
             settings: the defaults; the operator's overrides in the ledger win at call time.
             clock: seconds since the epoch (tests pass a fake one to expire confirmations).
             handler_threads: worker threads for sync handlers (kept apart from ledger work, so a
                 hung handler cannot starve the ledger).
         """
-        self._owns_ledger = ledger is None
         self._checked: set[str | None] = set()  # modules looked at for the switch warning
-        if ledger is None:
-            ledger = SqliteLedger(Path(tempfile.mkdtemp(prefix="turnkit-")) / "ledger.sqlite")
+        self._forget: Callable[[], None] = lambda: None
+        if ledger is None:  # a ledger of its own, removed with its folder on close (or collection)
+            folder = tempfile.mkdtemp(prefix="turnkit-")
+            ledger = SqliteLedger(Path(folder) / "ledger.sqlite")
+            self._forget = weakref.finalize(self, _remove, ledger, folder)
         self.registry = registry
         self.ledger = ledger
         self.permissions = permissions
@@ -179,6 +185,13 @@ class Executor:
                     " the agent act there (their writes then wait for a person's yes)",
                     caller.identity, module, ", ".join(names), module,
                 )  # fmt: skip
+
+    @staticmethod
+    def hold_rule(caller: Caller, tool: Tool) -> HoldRule:
+        """When ``caller``'s calls of ``tool`` wait for a person: ``person`` (the agent acts for
+        a signed-in user), ``always``, ``input`` (the tool's danger check decides per call),
+        ``batch`` (a list over ``confirm_batch_over``) or ``never``; step 7 applies this rule."""
+        return hold_rule(tool, caller)
 
     @staticmethod
     def input_schema(tool: Tool) -> dict[str, Any]:
@@ -295,7 +308,13 @@ class Executor:
 
     def close(self) -> None:
         """Stop the handler threads (waiting for none); close the ledger only if the executor
-        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``)."""
+        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``), and then
+        remove its temporary folder."""
         self._env.handler_pool.shutdown(wait=False, cancel_futures=True)
-        if self._owns_ledger:
-            self.ledger.close()
+        self._forget()
+
+
+def _remove(ledger: Ledger, folder: str) -> None:
+    """Close an executor's own ledger and remove its temporary folder."""
+    ledger.close()
+    shutil.rmtree(folder, ignore_errors=True)

@@ -2,7 +2,8 @@
 
 A registry name such as ``catalogue.list_products`` becomes the model name
 ``catalogue_list_products``; a tool of the ``local`` module (a developer's own function, see
-``turnkit.local_tools``) keeps its own name: ``local.get_weather`` is shown as ``get_weather``.
+``turnkit.agent.local_tools``) keeps its own name: ``local.get_weather`` is shown as
+``get_weather``.
 Model APIs accept 1-64 characters of ``[a-zA-Z0-9_-]``: a name that does not fit is left out, and
 of two registry names with one model name the first wins.
 """

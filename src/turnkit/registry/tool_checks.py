@@ -18,7 +18,7 @@ from turnkit.registry.schema import check_schema
 
 NAME = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*\.[a-z][a-z0-9]*(_[a-z0-9]+)+")
 LOCAL_NAME = re.compile(r"local\.[a-z][a-z0-9_]*")
-"""The developer's own tools (``turnkit.local_tools``) keep their function names."""
+"""The developer's own tools (``turnkit.agent.local_tools``) keep their function names."""
 SCOPE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+:[a-z][a-z0-9_]*")
 PERMISSION = re.compile(r"[a-z][a-z0-9_]*([.:][a-z0-9_]+)*")
 NAME_LIMIT = 100

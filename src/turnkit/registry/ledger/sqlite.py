@@ -18,7 +18,7 @@ from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
 from turnkit.registry.ledger.urls import sqlite_problem
 
-__all__ = ["SqliteLedger"]
+__all__ = ["SqliteLedger", "wal_mode"]
 
 
 class SqliteLedger(Ledger):
@@ -57,7 +57,7 @@ class SqliteLedger(Ledger):
                 check_same_thread=False,
             )
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-            _wal(conn, self._busy_timeout)
+            wal_mode(conn, self._busy_timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._lock:
@@ -82,9 +82,10 @@ class SqliteLedger(Ledger):
         return f"SqliteLedger({self.path!r})"
 
 
-def _wal(conn: sqlite3.Connection, patience: float) -> None:
-    """Switch to WAL; SQLite refuses the switch at once (no busy wait) while another process
-    opens the same fresh file, so try again for a while."""
+def wal_mode(conn: sqlite3.Connection, patience: float) -> None:
+    """Switch ``conn``'s file to WAL. SQLite refuses the switch at once, without its busy wait,
+    while another connection holds a lock (processes opening one fresh file together), so it is
+    tried again for up to ``patience`` seconds: the one retry of a busy SQLite in turnkit."""
     deadline = time.monotonic() + patience
     while True:
         try:

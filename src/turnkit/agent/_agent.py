@@ -31,21 +31,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
-from turnkit._portal import shared_portal
+from turnkit.agent._portal import shared_portal
+from turnkit.agent.local_tools import LocalModule
+from turnkit.agent.models import resolve_model
+from turnkit.agent.response import Response
+from turnkit.agent.structured import instruction, parse
 from turnkit.errors import AgentBusy, AgentTimeout, ResumeError
 from turnkit.graph.build import build_turn_graph
-from turnkit.graph.context import TurnContext
-from turnkit.local_tools import LocalModule
-from turnkit.models import resolve_model
 from turnkit.nodes.decisions import HOW_TO_RESUME, unstorable
 from turnkit.nodes.recovery import recovered, unanswered
 from turnkit.registry.caller import Caller, PermissionProvider
 from turnkit.registry.executor import Executor, no_permissions
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
-from turnkit.response import Response
 from turnkit.storage import AsyncStorage, open_async_storage
-from turnkit.structured import instruction, parse
+from turnkit.turn.context import TurnContext
 
 __all__ = ["AGENT_CALLER", "Agent", "AgentPool", "chat"]
 

@@ -1,6 +1,6 @@
 """The graph ``langgraph dev`` (LangGraph Studio) serves: the turn graph on the demo catalogue.
 
-``langgraph.json`` at the repository root points here (``turnkit.graph.studio:graph``). The graph
+``langgraph.json`` at the repository root points here (``turnkit.demo.studio:graph``). The graph
 is compiled **without** a checkpointer or store: the server brings its own persistence (and refuses
 a graph that has one). It is built when this module is imported, which the server does in a worker
 thread at start-up, so the demo's file setup never blocks the server's event loop.
@@ -46,17 +46,11 @@ def demo_db_path() -> Path:
 def studio_model() -> Any:
     """An OpenAI-compatible chat model when ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set,
     else the scripted demo model."""
-    key, base_url = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL")
-    if not (key or base_url):
+    if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         return scripted_demo_model()
-    from langchain_openai import ChatOpenAI  # costs ~2 s: only when a real model is wanted
+    from turnkit.agent.models import resolve_model  # langchain-openai costs ~2 s: only now
 
-    return ChatOpenAI(
-        model=os.environ.get("TURNKIT_MODEL") or DEFAULT_MODEL,
-        base_url=base_url or None,
-        api_key=key or "not-needed",
-        use_responses_api=False,
-    )
+    return resolve_model(f"openai:{os.environ.get('TURNKIT_MODEL') or DEFAULT_MODEL}")
 
 
 def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
 
-from turnkit.graph.history import messages_channel
+from turnkit.turn.history import messages_channel
 
 __all__ = ["HeldCall", "PendingCall", "RoundAnswer", "TurnLimits", "TurnOutput", "TurnState"]
 
@@ -72,7 +72,7 @@ class TurnState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], messages_channel()]
     """The conversation; tool messages hold exactly what the model received.
 
-    ``add_messages`` semantics, stored as deltas (``turnkit.graph.history``): a checkpoint keeps
+    ``add_messages`` semantics, stored as deltas (``turnkit.turn.history``): a checkpoint keeps
     the round's new messages, not the whole conversation again.
     """
     tools: list[dict[str, Any]]

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from turnkit._storage_postgres import aopen_postgres, open_postgres
-from turnkit._storage_sqlite import aopen_sqlite, open_sqlite
 from turnkit.errors import StorageError
 from turnkit.registry.ledger import Ledger
 from turnkit.registry.ledger.urls import parse_url, shown, sqlite_problem
+from turnkit.storage._postgres import aopen_postgres, open_postgres
+from turnkit.storage._sqlite import aopen_sqlite, open_sqlite
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver

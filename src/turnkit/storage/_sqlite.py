@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from turnkit.registry.ledger import Ledger, SqliteLedger
+from turnkit.registry.ledger.sqlite import wal_mode
 
 if TYPE_CHECKING:  # imported when first opened: ``import turnkit`` stays light
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -34,19 +34,10 @@ PRAGMAS = (
 
 
 def enter_wal(path: str) -> None:
-    """Put the SQLite file at ``path`` (created when missing) in WAL mode, retrying while the
-    switch is refused because another connection holds a lock (within ``BUSY_TIMEOUT``)."""
-    deadline = time.monotonic() + BUSY_TIMEOUT
+    """Put the SQLite file at ``path`` (created when missing) in WAL mode (``wal_mode``)."""
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT)
     try:
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL").fetchall()
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.005)  # the lock is held for one statement: try again very soon
+        wal_mode(conn, BUSY_TIMEOUT)
     finally:
         conn.close()
 
