@@ -113,7 +113,7 @@ class ScriptedModel(ReplyModel):
     _ids: Any = PrivateAttr(default_factory=lambda: itertools.count(1))
 
     def __init__(self, steps: Sequence[Step], **kwargs: Any) -> None:
-        super().__init__(steps=list(steps), **kwargs)
+        super().__init__(steps=list(steps), **kwargs)  # type: ignore[call-arg]  # a pydantic field
 
     @property
     def _llm_type(self) -> str:
@@ -203,7 +203,7 @@ def _chunk(message: AIMessage) -> ChatGenerationChunk:
         message=AIMessageChunk(
             content=message.content,
             id=message.id,
-            tool_call_chunks=chunks,
+            tool_call_chunks=chunks,  # type: ignore[arg-type]  # ToolCallChunk dicts
             usage_metadata=message.usage_metadata,
             response_metadata=message.response_metadata,
         )

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
@@ -183,8 +184,8 @@ class Agent:
             return []
         state = self._portal.run(self.graph.aget_state(self._config(self.thread_id)))
         messages = list(state.values.get("messages", [])) if state.values else []
-        fixes, _ = recovered(messages, unanswered(messages), lambda call_id: None)
-        return add_messages(messages, fixes)  # a stopped turn's calls answered, for the reader
+        fixes, _ = recovered(messages, unanswered(messages), lambda call_id: None)  # for the reader
+        return list(add_messages(messages, fixes))  # type: ignore[arg-type]
 
     def reset(self) -> None:
         """Start a new conversation; the configuration stays.
@@ -271,7 +272,8 @@ class Agent:
         if before is None:
             before = list((await self.graph.aget_state(config)).values.get("messages") or [])
         seen = {m.id: m.content for m in before}
-        result = await self.graph.ainvoke(request, config, context=TurnContext(caller=self.caller))
+        context = TurnContext(caller=self.caller)
+        result: Any = await self.graph.ainvoke(request, config, context=context)
         messages = result.get("messages", [])
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         new = [m for m in messages[start + 1 :] if seen.get(m.id, _UNSEEN) != m.content]
@@ -293,7 +295,7 @@ class Agent:
         return [SystemMessage("\n\n".join(parts))] if parts else []
 
     @staticmethod
-    def _config(thread: str) -> dict[str, Any]:
+    def _config(thread: str) -> RunnableConfig:
         return {"configurable": {"thread_id": thread}}
 
 

@@ -186,7 +186,7 @@ def _signature_model(function: Callable[..., Any]) -> type[BaseModel]:
         annotation = hints.get(parameter.name, Any)
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
-    model = create_model(f"{function.__name__}_input", **fields)  # type: ignore[call-overload]
+    model = create_model(f"{function.__name__}_input", **fields)
     model.model_config["extra"] = "forbid"
     model.model_rebuild(force=True)
     return model

@@ -60,6 +60,7 @@ def resolve_model(model: Any, *, base_url: str | None = None, **options: Any) ->
 
 def _openai(name: str, *, base_url: str | None, **options: Any) -> Any:
     from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
 
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = os.environ.get("OPENAI_API_KEY") or ("not-needed" if url else None)
@@ -70,4 +71,4 @@ def _openai(name: str, *, base_url: str | None, **options: Any) -> Any:
         )
     options.setdefault("use_responses_api", False)  # chat.completions: what every server speaks
     options.setdefault("stream_usage", True)
-    return ChatOpenAI(model=name, base_url=url, api_key=key, **options)
+    return ChatOpenAI(model=name, base_url=url, api_key=SecretStr(key), **options)

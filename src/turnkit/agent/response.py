@@ -66,12 +66,14 @@ class Response:
         stopped at one; ``final`` is the conversation's last message (default: the last added).
         A resume reports only what it added: usage and tool calls are not counted twice."""
         answers = {m.tool_call_id: _json(m.content) for m in messages if isinstance(m, ToolMessage)}
-        calls, usage = [], {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        calls: list[ToolCallRecord] = []
+        usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         for message in messages:
             if not isinstance(message, AIMessage):
                 continue
             for key in usage:
-                usage[key] += (message.usage_metadata or {}).get(key, 0)  # type: ignore[misc]
+                counted = dict(message.usage_metadata or {}).get(key)
+                usage[key] += counted if isinstance(counted, int) else 0
             for call in message.tool_calls:
                 answer = answers.get(call["id"] or "")
                 calls.append(

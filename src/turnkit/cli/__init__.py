@@ -65,6 +65,8 @@ def chat(
     act: Act = None,
 ) -> None:
     """Chat in the terminal; held writes are shown with their arguments and decided here."""
+    from langchain_core.runnables import RunnableConfig
+
     from turnkit.cli.chat import Left, chat_loop
     from turnkit.cli.session import make_model
     from turnkit.graph.build import build_turn_graph
@@ -79,7 +81,7 @@ def chat(
         graph = build_turn_graph(
             opened.executor, chat_model, checkpointer=opened.storage.checkpointer
         )
-        config = {"configurable": {"thread_id": thread_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         label = (
             " [yellow](scripted demo model: no language model is used)[/]"
             if model == SCRIPTED
@@ -148,6 +150,7 @@ def demo(
 ) -> None:
     """The whole flow offline on the demo catalogue, with the scripted demo model."""
     from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
 
     from turnkit.cli.chat import run_turn
     from turnkit.cli.session import make_model
@@ -172,7 +175,7 @@ def demo(
         graph = build_turn_graph(
             opened.executor, make_model(SCRIPTED, None), checkpointer=opened.storage.checkpointer
         )
-        config = {"configurable": {"thread_id": f"demo-{uuid.uuid4().hex[:8]}"}}
+        config: RunnableConfig = {"configurable": {"thread_id": f"demo-{uuid.uuid4().hex[:8]}"}}
         text = "Make our first product 10% cheaper."
         console.print(f"[bold green]you>[/] {text}")
 

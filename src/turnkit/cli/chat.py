@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from rich.console import Console
 from rich.markup import escape
@@ -36,7 +37,7 @@ class Left(Exception):
 def run_turn(
     graph: Any,
     request: Any,
-    config: dict[str, Any],
+    config: RunnableConfig,
     context: TurnContext,
     console: Console,
     decide: Decide,
@@ -127,7 +128,7 @@ def _read(console: Console, prompt: str) -> str:
 def chat_loop(
     graph: Any,
     executor: Executor,
-    config: dict[str, Any],
+    config: RunnableConfig,
     context: TurnContext,
     console: Console,
 ) -> None:
@@ -145,7 +146,7 @@ def chat_loop(
 def turn(
     graph: Any,
     request: Any,
-    config: dict[str, Any],
+    config: RunnableConfig,
     context: TurnContext,
     console: Console,
     decide: Decide,
@@ -169,7 +170,7 @@ def turn(
 def resume_waiting(
     graph: Any,
     executor: Executor,
-    config: dict[str, Any],
+    config: RunnableConfig,
     context: TurnContext,
     console: Console,
     decide: Decide,
@@ -194,7 +195,7 @@ def resume_waiting(
     turn(graph, Command(resume={}), config, context, console, decide)
 
 
-def pending(graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
+def pending(graph: Any, config: RunnableConfig) -> list[dict[str, Any]]:
     """The confirmations a paused thread is waiting for (from its last interrupt)."""
     state = graph.get_state(config)
     return [

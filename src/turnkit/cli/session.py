@@ -136,7 +136,7 @@ def _provider(spec: str) -> PermissionProvider:
             f"--permissions {spec!r} is a {type(value).__name__}, not a permission provider: name"
             " a function (caller) -> set of permissions, or an object with __call__"
         )
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _resolved(option: str, spec: str) -> Any:

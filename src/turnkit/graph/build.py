@@ -59,7 +59,7 @@ def builder(
     *,
     settings: Settings | None = None,
     default_caller: Caller | None = None,
-) -> StateGraph:
+) -> StateGraph[TurnState, TurnContext, TurnState, TurnOutput]:
     """The uncompiled turn graph (for ``langgraph dev``, which brings its own persistence)."""
     bound = Bound(executor=executor, model=model, default_caller=default_caller, settings=settings)
     graph = StateGraph(TurnState, context_schema=TurnContext, output_schema=TurnOutput)

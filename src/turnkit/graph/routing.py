@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.messages import AIMessage
-from langgraph.graph import END
 
 from turnkit.nodes.messages import last_ai
 from turnkit.turn.state import TurnState
@@ -24,7 +23,7 @@ def after_model(state: TurnState) -> Literal["validate_args", "__end__"]:
     ai = last_ai(state["messages"])
     if ai is not None and (ai.tool_calls or ai.invalid_tool_calls):
         return "validate_args"
-    return END
+    return "__end__"
 
 
 def after_validation(state: TurnState) -> Literal["execute", "call_model"]:

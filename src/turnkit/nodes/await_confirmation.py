@@ -123,7 +123,7 @@ def _update(
             )
         else:
             problem = problems.get(cid)
-            still.append(HeldCall(**{**call, "problem": problem}) if problem else call)  # type: ignore[typeddict-item]
+            still.append(HeldCall(**{**call, "problem": problem}) if problem else call)
     update: dict[str, Any] = {"held": still}
     if messages:
         update["messages"] = messages

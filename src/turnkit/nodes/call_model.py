@@ -93,7 +93,7 @@ def _reply(
     if isinstance(message, AIMessageChunk):  # a model that answers with a chunk: its calls were
         chunks = chunks or list(message.tool_call_chunks)  # merged leniently, like a stream's
         message = message_chunk_to_message(message)
-    checked = checked_reply(message, state["messages"], chunks)  # type: ignore[arg-type]
+    checked = checked_reply(message, state["messages"], chunks)
     return {"messages": [checked], "round": rounds + 1}
 
 

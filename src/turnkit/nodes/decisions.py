@@ -17,6 +17,7 @@ from pydantic import BeforeValidator, RootModel, ValidationError, model_validato
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.ledger import Confirmation
+from turnkit.turn.state import HeldCall
 
 __all__ = [
     "HOW_TO_RESUME",
@@ -54,7 +55,7 @@ def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
     An id that is not held in the thread is refused with a message naming the held ones.
     """
 
-    class Decisions(RootModel[dict[str, GraphDecision]]):  # type: ignore[misc]
+    class Decisions(RootModel[dict[str, GraphDecision]]):
         @model_validator(mode="before")
         @classmethod
         def _held_ids_only(cls, value: Any) -> Any:
@@ -91,9 +92,7 @@ def refusals(error: ValidationError) -> list[str]:
     return [f"{cid!r}: {text}" for cid, text in list(by_id.items())[:5]]
 
 
-def payload(
-    entries: list[tuple[dict[str, Any], Confirmation]], titles: dict[str, str]
-) -> dict[str, Any]:
+def payload(entries: list[tuple[HeldCall, Confirmation]], titles: dict[str, str]) -> dict[str, Any]:
     """What the person sees: each held call's id, tool, title, exact arguments and expiry."""
     return {
         "version": PAYLOAD_VERSION,

@@ -78,7 +78,12 @@ class StreamedArguments(BaseCallbackHandler):
         self._last: UUID | None = None
 
     def on_llm_new_token(
-        self, token: str, *, chunk: Any = None, run_id: UUID, **kwargs: Any
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: Any = None,
+        run_id: UUID,
+        **kwargs: Any,
     ) -> None:
         """Keep a streamed chunk that carries tool-call parts."""
         message = getattr(chunk, "message", None)
@@ -163,17 +168,24 @@ def _unique_ids(entries: list[Call], message_id: str) -> list[Call] | None:
         cid = call.get("id")
         if not cid:
             cid = _derived_id(message_id, position, seen)
-            call = {**call, "id": cid}  # type: ignore[assignment]
+            call = _with_id(call, cid)
         elif cid in used:
             new_id = _renamed(cid, seen)
             if call["type"] == "tool_call":
                 call = _refuse(call, DUPLICATE.format(id=cid), new_id)
             else:
-                call = {**call, "id": new_id}  # type: ignore[assignment]
+                call = _with_id(call, new_id)
             cid = new_id
         used.add(cid)
         fixed.append(call)
     return fixed
+
+
+def _with_id(call: Call, cid: str) -> Call:
+    """``call`` with the id ``cid`` (a copy)."""
+    copy = call.copy()
+    copy["id"] = cid
+    return copy
 
 
 def _split(entries: list[Call]) -> dict[str, list[Any]]:
@@ -273,7 +285,7 @@ def _renamed(cid: str, taken: set[str]) -> str:
 def _unstorable_parts(message: AIMessage) -> dict[str, Any]:
     """Replacements for the parts of ``message`` that a checkpointer could not store: the
     content becomes its plain text, metadata is dropped."""
-    replacements = {
+    replacements: dict[str, Any] = {
         "content": message.text,
         "additional_kwargs": {},
         "response_metadata": {},

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 
@@ -89,5 +89,6 @@ def recovered(
     last = messages[-1]
     if isinstance(last, HumanMessage):
         fresh = last.model_copy(update={"id": str(uuid.uuid4())})
-        return [RemoveMessage(id=last.id or ""), *fixes, fresh], holding
+        removed: Any = RemoveMessage(id=last.id or "")  # AnyMessage does not name RemoveMessage
+        return [removed, *fixes, fresh], holding
     return fixes, holding

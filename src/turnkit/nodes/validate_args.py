@@ -104,9 +104,9 @@ def _problem(name: str, raw: object, names: dict[str, str], bound: Bound) -> Rou
     tool = bound.executor.registry.get(names[name])
     violations = tool.input_validator.errors(args) if tool is not None else []
     if violations:
-        shown = violations[:VIOLATIONS_SHOWN]
-        listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in shown)
-        details = [{"path": v.path[:300], "message": v.message} for v in shown]
+        first = violations[:VIOLATIONS_SHOWN]
+        listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in first)
+        details = [{"path": v.path[:300], "message": v.message} for v in first]
         text = SCHEMA.format(name=name, listed=listed)
         return error_answer("invalid_input", text, violations=details)
     return None

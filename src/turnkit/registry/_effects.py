@@ -152,7 +152,7 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
             cancelled.set()  # the worker thread stops the steps at their next effect
             raise
         if done:
-            return found  # type: ignore[no-any-return]
+            return found
         try:
             reply, error = await _aperform(found, env), None
         except Exception as exc:  # handed back to the steps on the next turn

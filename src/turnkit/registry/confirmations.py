@@ -110,7 +110,7 @@ class Decision(BaseModel):
         if isinstance(value, Decision):
             return value
         if value in ("approve", "reject"):
-            return cls(action=value)  # type: ignore[arg-type]  # checked just above
+            return cls(action=value)
         return cls.model_validate(value)
 
     def to_json(self) -> dict[str, Any]:

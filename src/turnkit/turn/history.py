@@ -75,7 +75,7 @@ def message_id(previous: str | None, message: BaseMessage) -> str:
 
 def _message(value: Any) -> Any:
     """A LangChain message from a dict that names its ``type``; anything else unchanged."""
-    if isinstance(value, dict) and isinstance(cls := _TYPES.get(value.get("type")), type):
+    if isinstance(value, dict) and isinstance(cls := _TYPES.get(str(value.get("type"))), type):
         if "content" not in value:
             value = {**value, "content": ""}
         value = cls.model_validate(value)

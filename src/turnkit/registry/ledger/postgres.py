@@ -63,11 +63,11 @@ class PostgresLedger(Ledger):
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._pool.connection() as conn:
-            return conn.execute(sql.replace("?", "%s"), tuple(params)).rowcount  # type: ignore[arg-type]
+            return conn.execute(sql.replace("?", "%s"), tuple(params)).rowcount
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._pool.connection() as conn:
-            return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()  # type: ignore[arg-type]
+            return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
 
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage)."""
