@@ -31,6 +31,7 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 from turnkit.turn.context import TurnContext
 from turnkit.turn.state import TurnOutput, TurnState
+from turnkit.turn.views import VIEWS
 
 __all__ = ["build_turn_graph", "builder"]
 
@@ -63,22 +64,28 @@ def builder(
     """The uncompiled turn graph (for ``langgraph dev``, which brings its own persistence)."""
     bound = Bound(executor=executor, model=model, default_caller=default_caller, settings=settings)
     graph = StateGraph(TurnState, context_schema=TurnContext, output_schema=TurnOutput)
-    graph.add_node("list_tools", _twin("list_tools", list_tools, alist_tools, bound))
-    graph.add_node("call_model", _twin("call_model", call_model, acall_model, bound))
-    graph.add_node("validate_args", _pure("validate_args", validate_args, bound=bound))
-    graph.add_node("execute", _twin("execute", execute, aexecute, bound))
-    graph.add_node("fit_results", _pure("fit_results", fit_results))
-    graph.add_node(
-        "await_confirmation",
-        _twin("await_confirmation", await_confirmation, aawait_confirmation, bound),
-    )
+    nodes = {
+        "list_tools": _twin("list_tools", list_tools, alist_tools, bound),
+        "call_model": _twin("call_model", call_model, acall_model, bound),
+        "validate_args": _pure("validate_args", validate_args, bound=bound),
+        "execute": _twin("execute", execute, aexecute, bound),
+        "fit_results": _pure("fit_results", fit_results),
+        "await_confirmation": _twin(
+            "await_confirmation", await_confirmation, aawait_confirmation, bound
+        ),
+    }
+    for name, node in nodes.items():
+        graph.add_node(name, node, input_schema=VIEWS[name])
     graph.add_edge(START, "list_tools")
     graph.add_edge("list_tools", "call_model")
-    graph.add_conditional_edges("call_model", routing.after_model)
-    graph.add_conditional_edges("validate_args", routing.after_validation)
+    for source, route in [
+        ("call_model", routing.after_model),
+        ("validate_args", routing.after_validation),
+        ("fit_results", routing.after_results),
+        ("await_confirmation", routing.after_confirmation),
+    ]:
+        graph.add_conditional_edges(source, RunnableCallable(route, name=None, trace=False))
     graph.add_edge("execute", "fit_results")
-    graph.add_conditional_edges("fit_results", routing.after_results)
-    graph.add_conditional_edges("await_confirmation", routing.after_confirmation)
     return graph
 
 

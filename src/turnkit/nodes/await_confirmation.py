@@ -24,6 +24,7 @@ from turnkit.nodes.decisions import HOW_TO_RESUME, payload, refusals, resume_sch
 from turnkit.nodes.messages import answered, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
+from turnkit.registry.settings import Settings
 from turnkit.turn.state import HeldCall, TurnState
 
 __all__ = ["aawait_confirmation", "await_confirmation"]
@@ -41,7 +42,8 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     for cid, decision in _ask(pending, held, bound).items():
         answer = executor.confirm(cid, caller, decision, allow=allow)
         _note(cid, answer, executor.confirmation(cid), done, problems)
-    return _update(held, done, problems, bound.limits(state)[1])
+    overrides = executor.ledger.settings()  # a resumed run reads the settings anew
+    return _update(held, done, problems, overrides, bound.both_settings(overrides)[1])
 
 
 async def aawait_confirmation(
@@ -56,8 +58,8 @@ async def aawait_confirmation(
     for cid, decision in _ask(pending, held, bound).items():
         answer = await executor.aconfirm(cid, caller, decision, allow=allow)
         _note(cid, answer, await executor.aconfirmation(cid), done, problems)
-    _, limit = await bound.alimits(state)
-    return _update(held, done, problems, limit)
+    overrides = await executor.ledger.asettings()  # a resumed run reads the settings anew
+    return _update(held, done, problems, overrides, bound.both_settings(overrides)[1])
 
 
 def _split(
@@ -110,8 +112,10 @@ def _update(
     held: list[HeldCall],
     done: dict[str, dict[str, Any]],
     problems: dict[str, str],
-    limit: int,
+    overrides: dict[str, Any],
+    settings: Settings,
 ) -> dict[str, Any]:
+    limit = settings.agent_tool_result_chars
     messages, still = [], []
     for call in held:
         cid = call["confirmation_id"]
@@ -124,7 +128,7 @@ def _update(
         else:
             problem = problems.get(cid)
             still.append(HeldCall(**{**call, "problem": problem}) if problem else call)
-    update: dict[str, Any] = {"held": still}
+    update: dict[str, Any] = {"held": still, "overrides": overrides}
     if messages:
         update["messages"] = messages
     return update

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
 from turnkit.errors import TurnkitError
+from turnkit.nodes.model_reply import may_stream
 from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
@@ -29,36 +31,50 @@ class Bound:
     model: BaseChatModel | Any
     default_caller: Caller | None = None
     settings: Settings | None = None
-
-    def settings_now(self) -> Settings:
-        """The graph's settings (or the executor's) with the ledger's overrides, read now."""
-        return self.both_settings(self.executor.ledger.settings())[1]
+    _merged: dict[str, tuple[Settings, Settings]] = field(default_factory=dict)
+    _models: dict[tuple[str, ...], tuple[Any, bool]] = field(default_factory=dict)
 
     def both_settings(self, overrides: dict[str, Any]) -> tuple[Settings, Settings]:
         """``(the executor's, the graph's)`` settings with the operator's ``overrides``: what
-        decides visibility, and the turn's limits (the same unless the graph was given its own)."""
-        executors = self.executor.defaults.merged(overrides)
-        return executors, executors if self.settings is None else self.settings.merged(overrides)
+        decides visibility and runs the calls, and the turn's limits (the same unless the graph
+        was given its own). Merged once per distinct ``overrides``."""
+        key = json.dumps(overrides, sort_keys=True) if overrides else ""
+        found = self._merged.get(key)
+        if found is None:
+            executors = self.executor.defaults.merged(overrides)
+            graphs = executors if self.settings is None else self.settings.merged(overrides)
+            found = self._merged[key] = (executors, graphs)
+            if len(self._merged) > 64:  # overrides change rarely: a small cache is plenty
+                self._merged.pop(next(iter(self._merged)))
+        return found
 
-    def limits(self, state: Any) -> tuple[int, int]:
-        """``(max_rounds, result_chars)`` of the turn: from its state, else read now."""
-        limits = state.get("limits")
-        if limits:
-            return limits["max_rounds"], limits["result_chars"]
-        settings = self.settings_now()
-        return settings.max_rounds, settings.agent_tool_result_chars
+    def turn_settings(self, state: Any) -> tuple[Settings, Settings]:
+        """``both_settings`` of the overrides the run read at its start (``list_tools``, or
+        ``await_confirmation`` on a resume), kept in the state; read now when there are none."""
+        overrides = state.get("overrides")
+        if overrides is None:
+            overrides = self.executor.ledger.settings()
+        return self.both_settings(overrides)
 
-    async def alimits(self, state: Any) -> tuple[int, int]:
-        """Async twin of ``limits``."""
-        limits = state.get("limits")
-        if limits:
-            return limits["max_rounds"], limits["result_chars"]
-        settings = await self.asettings_now()
-        return settings.max_rounds, settings.agent_tool_result_chars
+    async def aturn_settings(self, state: Any) -> tuple[Settings, Settings]:
+        """Async twin of ``turn_settings``."""
+        overrides = state.get("overrides")
+        if overrides is None:
+            overrides = await self.executor.ledger.asettings()
+        return self.both_settings(overrides)
 
-    async def asettings_now(self) -> Settings:
-        """Async twin of ``settings_now``."""
-        return self.both_settings(await self.executor.ledger.asettings())[1]
+    def model_for(self, tools: list[dict[str, Any]]) -> tuple[Any, bool]:
+        """``(the model with tools bound, whether its calls may stream)`` for a turn's tool
+        definitions; bound once per list of tool names (a registry's definitions of given names
+        never change), not on every model call."""
+        key = tuple(tool["function"]["name"] for tool in tools)
+        found = self._models.get(key)
+        if found is None:
+            model = self.model.bind_tools(tools) if tools else self.model
+            found = self._models[key] = (model, may_stream(model))
+            if len(self._models) > 256:
+                self._models.pop(next(iter(self._models)))
+        return found
 
     def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:
         """The caller and allow list of this run: from the runtime context, else the default."""

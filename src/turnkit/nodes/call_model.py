@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from turnkit._compat import StreamingHandler
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import ROUND_LIMIT
-from turnkit.nodes.model_reply import StreamedArguments, checked_reply, may_stream
+from turnkit.nodes.model_reply import StreamedArguments, checked_reply
 from turnkit.turn.state import TurnState
 
 __all__ = ["acall_model", "call_model"]
@@ -28,12 +28,12 @@ def call_model(
 ) -> dict[str, Any]:
     """Sync node: the model's next message, checked before it is stored."""
     rounds = state.get("round", 0)
-    limit, _ = bound.limits(state)
+    limit = bound.turn_settings(state)[1].max_rounds
     if rounds >= limit:
         return _stop(limit)
     streamed = StreamedArguments()
-    model = _bound_model(bound, state)
-    message = model.invoke(state["messages"], _recording(model, config, streamed))
+    model, streams = bound.model_for(state.get("tools") or [])
+    message = model.invoke(state["messages"], _recording(streams, config, streamed))
     return _reply(state, message, streamed, rounds)
 
 
@@ -42,21 +42,18 @@ async def acall_model(
 ) -> dict[str, Any]:
     """Async node: as ``call_model``."""
     rounds = state.get("round", 0)
-    limit, _ = await bound.alimits(state)
+    limit = (await bound.aturn_settings(state))[1].max_rounds
     if rounds >= limit:
         return _stop(limit)
     streamed = StreamedArguments()
-    model = _bound_model(bound, state)
-    message = await model.ainvoke(state["messages"], _recording(model, config, streamed))
+    model, streams = bound.model_for(state.get("tools") or [])
+    message = await model.ainvoke(state["messages"], _recording(streams, config, streamed))
     return _reply(state, message, streamed, rounds)
 
 
-def _bound_model(bound: Bound, state: TurnState) -> Any:
-    tools = state.get("tools") or []
-    return bound.model.bind_tools(tools) if tools else bound.model
-
-
-def _recording(model: Any, config: RunnableConfig, streamed: StreamedArguments) -> RunnableConfig:
+def _recording(
+    streams: bool, config: RunnableConfig, streamed: StreamedArguments
+) -> RunnableConfig:
     """The node's config with ``streamed`` added to its callbacks when the call may stream.
 
     A handler costs every model call ~100 µs of callback events, so it is added only when
@@ -65,7 +62,7 @@ def _recording(model: Any, config: RunnableConfig, streamed: StreamedArguments) 
     merged with ``merge_configs`` (~16 µs, merging metadata that does not change).
     """
     callbacks = config.get("callbacks")
-    if not (may_stream(model) or _streaming(callbacks)):
+    if not (streams or _streaming(callbacks)):
         return config
     if callbacks is None:
         return {**config, "callbacks": [streamed]}

@@ -56,18 +56,20 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
         return {}
     caller, allow = bound.caller(runtime)
     executor = bound.executor
+    settings, turn = bound.turn_settings(state)
 
     def run(call: PendingCall) -> dict[str, Any]:
         control = _control(runtime, call, bound)
-        return executor.execute(caller, call["tool"], call["args"], control, allow=allow)
+        return executor.execute(
+            caller, call["tool"], call["args"], control, allow=allow, settings=settings
+        )
 
     if len(calls) == 1:
         results = [run(calls[0])]
     else:
         with ThreadPoolExecutor(min(len(calls), 8), thread_name_prefix="turnkit-round") as pool:
             results = list(pool.map(run, calls))
-    _, limit = bound.limits(state)
-    return _answers(state, calls, results, limit)
+    return _answers(state, calls, results, turn.agent_tool_result_chars)
 
 
 async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
@@ -77,16 +79,21 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
         return {}
     caller, allow = bound.caller(runtime)
     executor = bound.executor
+    settings, turn = await bound.aturn_settings(state)
     results = await asyncio.gather(
         *(
             executor.aexecute(
-                caller, c["tool"], c["args"], _control(runtime, c, bound), allow=allow
+                caller,
+                c["tool"],
+                c["args"],
+                _control(runtime, c, bound),
+                allow=allow,
+                settings=settings,
             )
             for c in calls
         )
     )
-    _, limit = await bound.alimits(state)
-    return _answers(state, calls, list(results), limit)
+    return _answers(state, calls, list(results), turn.agent_tool_result_chars)
 
 
 def _answers(

@@ -33,7 +33,8 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     """Sync node: the caller's tools now, and what earlier rounds and turns left to settle."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    visibility, turn = bound.both_settings(executor.ledger.settings())  # one read for both
+    overrides = executor.ledger.settings()  # the run's one read of the settings
+    visibility, turn = bound.both_settings(overrides)
     tools = executor.visible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
     found = [executor.confirmation(h["confirmation_id"]) for h in held]
@@ -41,14 +42,15 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     records = {cid: executor.recorded(caller, tool, key) for cid, tool, key in lookups}
     decided = {cid: executor.confirmation(cid) for cid in _held_ids(state, records)}
     recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
-    return _update(state, tools, held, found, turn, recorded)
+    return _update(state, tools, held, found, overrides, turn, recorded)
 
 
 async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
     """Async node: as ``list_tools``, without blocking the event loop."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    visibility, turn = bound.both_settings(await executor.ledger.asettings())
+    overrides = await executor.ledger.asettings()  # the run's one read of the settings
+    visibility, turn = bound.both_settings(overrides)
     tools = await executor.avisible_for(caller, allow, settings=visibility)
     held = state.get("held") or []
     found = [await executor.aconfirmation(h["confirmation_id"]) for h in held]
@@ -56,7 +58,7 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     records = {cid: await executor.arecorded(caller, tool, key) for cid, tool, key in lookups}
     decided = {cid: await executor.aconfirmation(cid) for cid in _held_ids(state, records)}
     recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
-    return _update(state, tools, held, found, turn, recorded)
+    return _update(state, tools, held, found, overrides, turn, recorded)
 
 
 def _lookups(state: TurnState, runtime: Runtime[Any]) -> list[tuple[str, str, str]]:
@@ -127,6 +129,7 @@ def _update(
     tools: list[Tool],
     held: list[HeldCall],
     found: list[Confirmation | None],
+    overrides: dict[str, Any],
     settings: Settings,
     recorded: dict[str, RoundAnswer],
 ) -> dict[str, Any]:
@@ -139,7 +142,7 @@ def _update(
         "round": 0,
         "calls": [],
         "answers": {},
-        "limits": {"max_rounds": settings.max_rounds, "result_chars": limit},
+        "overrides": overrides,
     }
     replaced: list[Any] = []
     still = []

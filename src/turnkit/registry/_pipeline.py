@@ -61,6 +61,8 @@ class Call:
     call_id: str
     confirmation_id: str | None = None
     detail: str | None = None
+    settings: Settings | None = None
+    """The settings in force, when the caller read them just before (else read by the call)."""
     started: bool = False
     """True once the handler was started: from then on the write may have happened."""
 
@@ -103,7 +105,7 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
 
 
 def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
-    settings = yield from settings_now(env)
+    settings = call.settings or (yield from settings_now(env))
     caller = call.caller
 
     # 1. the tool exists and the caller may use it, checked now

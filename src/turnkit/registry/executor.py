@@ -208,15 +208,17 @@ class Executor:
         control: Mapping[str, Any] | None = None,
         *,
         allow: Allow = "all",
+        settings: Settings | None = None,
     ) -> Answer:
         """Run ``name`` with ``input`` for ``caller`` through the ten steps; never raises for bad
         input, only answers (``{"executed": ..., "status": ...}``).
 
         ``control`` holds the control fields: ``dry_run``, ``confirm_token``, ``idempotency_key``.
+        ``settings``: the settings in force, when the caller has just read them (the turn graph
+        reads them once per run); by default they are read for this call.
         """
-        return drive(
-            execute_steps(self._env, self._call(caller, name, input, control, allow)), self._env
-        )
+        call = self._call(caller, name, input, control, allow, settings)
+        return drive(execute_steps(self._env, call), self._env)
 
     async def aexecute(
         self,
@@ -226,14 +228,20 @@ class Executor:
         control: Mapping[str, Any] | None = None,
         *,
         allow: Allow = "all",
+        settings: Settings | None = None,
     ) -> Answer:
         """Async twin of ``execute``: sync handlers and ledger work run in worker threads."""
-        call = self._call(caller, name, input, control, allow)
+        call = self._call(caller, name, input, control, allow, settings)
         return await adrive(execute_steps(self._env, call), self._env)
 
     @staticmethod
     def _call(
-        caller: Caller, name: str, input: object, control: Mapping[str, Any] | None, allow: Allow
+        caller: Caller,
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None,
+        allow: Allow,
+        settings: Settings | None,
     ) -> Call:
         if not isinstance(caller, Caller):
             raise TypeError(f"caller must be a turnkit Caller, got {type(caller).__name__}")
@@ -244,6 +252,7 @@ class Executor:
             control=control if control is not None else {},  # type: ignore[arg-type]
             allow=allow,
             call_id=str(uuid.uuid4()),
+            settings=settings,
         )
 
     # --- confirmations ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from langchain_core.messages import AnyMessage
 
 from turnkit.turn.history import messages_channel
 
-__all__ = ["HeldCall", "PendingCall", "RoundAnswer", "TurnLimits", "TurnOutput", "TurnState"]
+__all__ = ["HeldCall", "PendingCall", "RoundAnswer", "TurnOutput", "TurnState"]
 
 
 class PendingCall(TypedDict):
@@ -57,15 +57,6 @@ class HeldCall(TypedDict):
     """Why the last decision was not applied (shown in the next interrupt)."""
 
 
-class TurnLimits(TypedDict):
-    """The settings a turn needs on every round, read once at the turn's start."""
-
-    max_rounds: int
-    """Model calls allowed in the turn."""
-    result_chars: int
-    """``agent_tool_result_chars``: the most characters of a result the model receives."""
-
-
 class TurnState(TypedDict, total=False):
     """The state of a turn graph."""
 
@@ -88,8 +79,9 @@ class TurnState(TypedDict, total=False):
     ``execute`` ran or held, for ``fit_results`` to give in the order of the calls."""
     held: list[HeldCall]
     """Writes waiting for a decision."""
-    limits: TurnLimits
-    """This turn's limits, read from the settings once at its start (``list_tools``)."""
+    overrides: dict[str, Any]
+    """The operator's settings (``ledger.settings()``), read once at the start of each run
+    (``list_tools``; ``await_confirmation`` on a resume) and used by every node of the run."""
 
 
 class TurnOutput(TypedDict):
