@@ -31,7 +31,8 @@ Scenario = Callable[[bool], list[dict[str, Any]]]
 
 
 def validate_rows(quick: bool = False) -> list[dict[str, Any]]:
-    """``validate.run()`` as table rows: turnkit ÷ jsonschema, and the 5 µs target."""
+    """``validate.run()`` as table rows: turnkit ÷ jsonschema, and the ratio target (absolute
+    times differ 3-4x between machines; the ratio to a peer in the same run does not)."""
     batches = validate.BATCHES
     if quick:
         validate.BATCHES = 7
@@ -45,7 +46,8 @@ def validate_rows(quick: bool = False) -> list[dict[str, Any]]:
         ours, peer = times["turnkit.validate", case], times["jsonschema", case]
         target: dict[str, Any] = {}
         if case == "valid":
-            target = {"target": f"<= {validate.TARGET_US:g} µs", "met": ours <= validate.TARGET_US}
+            limit = validate.TARGET_RATIO
+            target = {"target": f"<= {limit:g}x", "met": ours / peer <= limit}
         rows.append(
             _common.row(
                 "validate",

@@ -167,22 +167,23 @@ class _Collections:
         gc.callbacks.remove(self._callback)
 
 
-def concurrent_slow(make: Factory, turns: int) -> tuple[float, float]:
-    """Wall seconds of ``turns`` concurrent turns on a 50 ms model, and the seconds of garbage
-    collection within them (all turns alive at once make full collections long)."""
+def concurrent_slow(make: Factory, turns: int) -> tuple[float, float, float]:
+    """Wall and CPU seconds of ``turns`` concurrent turns on a 50 ms model, and the seconds of
+    garbage collection within them (all turns alive at once make full collections long)."""
     graph, options = make(_common.EndlessModel(latency=LATENCY))
     close = options.pop("_close", None)
     collections = _Collections()
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         await _run_turns(graph, WARMUP, "warm", True, options)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         with collections:
             await _run_turns(graph, turns, "par", True, options)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
     try:
-        return asyncio.run(main()), collections.seconds
+        wall, cpu = asyncio.run(main())
+        return wall, cpu, collections.seconds
     finally:
         if close is not None:
             close()
@@ -198,12 +199,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     }
     rows = []
     walls: dict[str, float] = {}
+    cpus: dict[str, float] = {}
     row = _common.row
     for case, make in contenders.items():
         seq_wall, seq_cpu = sequential_instant(make, turns)
-        wall, collecting = concurrent_slow(make, turns)
+        wall, cpu, collecting = concurrent_slow(make, turns)
         lag = longest_step(make)
-        walls[case] = wall
+        walls[case], cpus[case] = wall, cpu
         target = SLACK * seq_cpu + MODEL_CALLS * 2 * LATENCY
         rows.append(row(SCENARIO, f"{case}: {turns} sequential, instant model, CPU", seq_cpu, "s"))
         rows.append(
@@ -223,6 +225,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             )
         )
         rows.append(
+            row(SCENARIO, f"{case}: CPU per turn in the concurrent run", cpu / turns * 1e3, "ms")
+        )
+        rows.append(
             row(SCENARIO, f"{case}: garbage collection within the concurrent run", collecting, "s")
         )
         rows.append(row(SCENARIO, f"{case}: longest event-loop step", lag * 1000, "ms"))
@@ -234,6 +239,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 walls[case],
                 "s",
                 ratio=walls[case] / walls["create_agent"],
+            )
+        )
+        ratio = cpus[case] / cpus["create_agent"]
+        verdict = {"target": "<= 1.0x", "met": ratio <= 1.0} if case == "turnkit sync" else {}
+        rows.append(
+            row(
+                SCENARIO,
+                f"{case}: concurrent CPU per turn (÷ create_agent)",
+                cpus[case] / turns * 1e3,
+                "ms",
+                ratio=ratio,
+                **verdict,
             )
         )
     return rows

@@ -32,7 +32,8 @@ from turnkit.registry.executor import Executor
 SCENARIO = "for_model"
 TOOLS, MODULES = 10_000, 100
 ROUNDS, QUICK_ROUNDS = 200, 40
-TARGET_MS = 5.0
+TARGET_RATIO = 1.0
+"""The listing's time over building the same definitions by hand, at most."""
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -128,8 +129,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             warm,
             "ms",
             ratio=warm / peer_ms,
-            target=f"<= {TARGET_MS:g} ms",
-            met=warm <= TARGET_MS,
+            target=f"<= {TARGET_RATIO:g}x",
+            met=warm / peer_ms <= TARGET_RATIO,
         ),
         row(SCENARIO, "peer: 5,000 definitions by hand (median)", peer_ms, "ms"),
     ]

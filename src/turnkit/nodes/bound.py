@@ -45,7 +45,7 @@ class Bound:
             graphs = executors if self.settings is None else self.settings.merged(overrides)
             found = self._merged[key] = (executors, graphs)
             if len(self._merged) > 64:  # overrides change rarely: a small cache is plenty
-                self._merged.pop(next(iter(self._merged)))
+                self._merged.pop(next(iter(self._merged)), None)
         return found
 
     def turn_settings(self, state: Any) -> tuple[Settings, Settings]:
@@ -73,7 +73,7 @@ class Bound:
             model = self.model.bind_tools(tools) if tools else self.model
             found = self._models[key] = (model, may_stream(model))
             if len(self._models) > 256:
-                self._models.pop(next(iter(self._models)))
+                self._models.pop(next(iter(self._models)), None)
         return found
 
     def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:

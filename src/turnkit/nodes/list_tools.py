@@ -33,9 +33,8 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     """Sync node: the caller's tools now, and what earlier rounds and turns left to settle."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    overrides = executor.ledger.settings()  # the run's one read of the settings
-    visibility, turn = bound.both_settings(overrides)
-    tools = executor.visible_for(caller, allow, settings=visibility)
+    overrides, tools = executor.tools_now(caller, allow)  # the run's one read of the settings
+    turn = bound.both_settings(overrides)[1]
     held = state.get("held") or []
     found = [executor.confirmation(h["confirmation_id"]) for h in held]
     lookups = _lookups(state, runtime)
@@ -49,9 +48,8 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     """Async node: as ``list_tools``, without blocking the event loop."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    overrides = await executor.ledger.asettings()  # the run's one read of the settings
-    visibility, turn = bound.both_settings(overrides)
-    tools = await executor.avisible_for(caller, allow, settings=visibility)
+    overrides, tools = await executor.atools_now(caller, allow)  # the run's settings read
+    turn = bound.both_settings(overrides)[1]
     held = state.get("held") or []
     found = [await executor.aconfirmation(h["confirmation_id"]) for h in held]
     lookups = _lookups(state, runtime)

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeAlias, TypeVar
 from turnkit.registry.caller import (
     Caller,
     PermissionProvider,
+    StaticPermissions,
     apermissions_now,
     permission_set,
     permissions_now,
@@ -141,22 +142,43 @@ class Cancelled(Exception):
 
 
 async def adrive(steps: Steps[T], env: Environment) -> T:
-    """Run ``steps`` to its answer without blocking the event loop (see the module's doc)."""
+    """Run ``steps`` to its answer without blocking the event loop (see the module's doc).
+
+    The steps run on the loop up to their first effect that may block (a ledger call, the
+    application's code, a sync permission provider); from there a worker thread performs it and
+    runs them on, up to an effect that belongs on the loop (a handler, a pause, an async
+    provider) or their answer. Steps that need nothing that blocks never leave the loop.
+    """
+    cancelled = threading.Event()
     reply: Any = None
     error: Exception | None = None
-    cancelled = threading.Event()
     while True:
         try:
-            done, found = await asyncio.to_thread(_advance, steps, env, reply, error, cancelled)
-        except asyncio.CancelledError:
-            cancelled.set()  # the worker thread stops the steps at their next effect
-            raise
-        if done:
-            return found
+            effect: Any = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        if _blocks(effect, env):
+            try:
+                done, found = await asyncio.to_thread(_advance, steps, env, effect, cancelled)
+            except asyncio.CancelledError:
+                cancelled.set()  # the worker thread stops the steps at their next effect
+                raise
+            if done:
+                return found
+            effect = found
         try:
-            reply, error = await _aperform(found, env), None
+            reply, error = await _aperform(effect, env), None
         except Exception as exc:  # handed back to the steps on the next turn
             reply, error = None, exc
+
+
+def _blocks(effect: Effect, env: Environment) -> bool:
+    """True for an effect that may block: performed in a worker thread, never on the loop."""
+    if isinstance(effect, OnLedger | UserCode):
+        return True
+    if isinstance(effect, Permissions):
+        return not (_is_async(env.permissions) or isinstance(env.permissions, StaticPermissions))
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,42 +189,39 @@ class _Awaitable:
 
 
 def _advance(
-    steps: Steps[T],
-    env: Environment,
-    reply: Any,
-    error: Exception | None,
-    cancelled: threading.Event,
+    steps: Steps[T], env: Environment, effect: Effect, cancelled: threading.Event
 ) -> tuple[bool, Any]:
-    """In a worker thread: run ``steps`` on, performing the effects that may block here, up to
-    its answer ``(True, answer)`` or to an effect for the event loop ``(False, effect)``.
+    """In a worker thread: perform ``effect``, then run ``steps`` on, performing the effects that
+    may block here, up to its answer ``(True, answer)`` or to an effect for the event loop
+    ``(False, effect)``.
 
     Once ``cancelled`` is set, ``Cancelled`` is thrown into the steps at their next effect; the
     effects of their clean-up still run.
     """
     stopping = False
+    reply: Any = None
+    error: Exception | None = None
     while True:
+        if cancelled.is_set() and not stopping:
+            stopping = True
+            reply, error = None, Cancelled("the run awaiting this call was cancelled")
+        else:
+            try:
+                if isinstance(effect, Permissions):
+                    answer = _permissions_in_thread(env.permissions, effect.caller)
+                    if isinstance(answer, _Awaitable):
+                        return False, answer
+                    reply, error = answer, None
+                else:
+                    reply, error = _perform(effect, env), None
+            except Exception as exc:  # handed back to the steps on the next turn
+                reply, error = None, exc
         try:
             effect = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
             return True, stop.value
-        if cancelled.is_set() and not stopping:
-            stopping = True
-            reply, error = None, Cancelled("the run awaiting this call was cancelled")
-            continue
-        if isinstance(effect, (RunHandler, Pause)) or (
-            isinstance(effect, Permissions) and _is_async(env.permissions)
-        ):
+        if not _blocks(effect, env):
             return False, effect
-        try:
-            if isinstance(effect, Permissions):
-                answer = _permissions_in_thread(env.permissions, effect.caller)
-                if isinstance(answer, _Awaitable):
-                    return False, answer
-                reply, error = answer, None
-            else:
-                reply, error = _perform(effect, env), None
-        except Exception as exc:  # handed back to the steps on the next turn
-            reply, error = None, exc
 
 
 def _permissions_in_thread(provider: PermissionProvider, caller: Caller) -> Any:
@@ -228,7 +247,7 @@ def _perform(effect: Effect, env: Environment) -> Any:
 
 
 async def _aperform(effect: Effect | _Awaitable, env: Environment) -> Any:
-    """An effect ``_advance`` handed to the loop: a handler, a pause, an async provider's answer."""
+    """An effect for the loop: a handler, a pause, an async (or in-memory) provider's answer."""
     if isinstance(effect, _Awaitable):
         return permission_set(await effect.value)
     if isinstance(effect, Permissions):

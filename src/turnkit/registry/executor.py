@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from turnkit.registry._effects import Environment, Permissions, adrive, drive
+from turnkit.registry._effects import Environment, OnLedger, Permissions, adrive, drive
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.registry._steps import HoldRule, hold_rule
 from turnkit.registry.answers import Answer
@@ -77,6 +77,7 @@ class Executor:
                 hung handler cannot starve the ledger).
         """
         self._checked: set[str | None] = set()  # modules looked at for the switch warning
+        self._shown: dict[tuple[Any, ...], list[Tool]] = {}  # visible tools by every input
         self._forget: Callable[[], None] = lambda: None
         if ledger is None:  # a ledger of its own, removed with its folder on close (or collection)
             folder = tempfile.mkdtemp(prefix="turnkit-")
@@ -127,6 +128,22 @@ class Executor:
         """Async twin of ``visible_for``."""
         return await adrive(self._visible_steps(caller, allow, settings), self._env)
 
+    def tools_now(self, caller: Caller, allow: Allow = "all") -> tuple[dict[str, Any], list[Tool]]:
+        """``(the operator's setting overrides, the tools caller may see under them)``, read
+        now, together: what a turn starts with (one thread hop on the async path, not two)."""
+        return drive(self._tools_steps(caller, allow), self._env)
+
+    async def atools_now(
+        self, caller: Caller, allow: Allow = "all"
+    ) -> tuple[dict[str, Any], list[Tool]]:
+        """Async twin of ``tools_now``."""
+        return await adrive(self._tools_steps(caller, allow), self._env)
+
+    def _tools_steps(self, caller: Caller, allow: Allow) -> Any:
+        overrides = yield OnLedger(lambda ledger: ledger.settings())
+        tools = yield from self._visible_steps(caller, allow, self.defaults.merged(overrides))
+        return overrides, tools
+
     def hidden_for(self, caller: Caller, allow: Allow = "all") -> list[tuple[Tool, str]]:
         """The tools ``caller`` may not see now, each with the reason (``visible_for``'s rules)."""
         return drive(self._hidden_steps(caller, allow), self._env)
@@ -143,10 +160,23 @@ class Executor:
     def _visible_steps(self, caller: Caller, allow: Allow, settings: Settings | None) -> Any:
         settings, permissions, enabled = yield from self._rights(caller, settings)
         rights = {"permissions": permissions, "settings": settings, "enabled": enabled}
-        shown = visible(caller, self.registry.tools, allow=allow, **rights)
+        modules = {tool.module for tool in self.registry.tools}
+        key = (
+            caller.kind,
+            caller.scopes,
+            permissions,
+            allow if allow == "all" else frozenset(allow),
+            settings.api_session_write_modules,
+            frozenset(m for m in modules if not enabled(m)),
+        )
+        shown = self._shown.get(key)  # the same rights now list the same tools: remembered
+        if shown is None:
+            shown = self._shown[key] = visible(caller, self.registry.tools, allow=allow, **rights)
+            if len(self._shown) > 256:
+                self._shown.pop(next(iter(self._shown)), None)
         if caller.kind == "session":
             self._warn_switch(caller, allow, rights)
-        return shown
+        return list(shown)
 
     def _hidden_steps(self, caller: Caller, allow: Allow) -> Any:
         settings, permissions, enabled = yield from self._rights(caller, None)

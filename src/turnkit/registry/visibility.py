@@ -66,27 +66,33 @@ def visible(
     enabled: Callable[[str | None], bool],
     allow: Allow = "all",
 ) -> list[Tool]:
-    """The ``tools`` that ``caller`` may see now, in their order.
+    """The ``tools`` that ``caller`` may see now, in their order: those ``hidden_reason`` finds
+    no reason to hide (the same rules, written as one pass without building reasons; a test
+    holds the two to each other).
 
     Each module's ``enabled()`` is asked once per call, not once per tool.
     """
-    asked: dict[str | None, bool] = {}
-
-    def enabled_now(module: str | None) -> bool:
-        if module not in asked:
-            asked[module] = enabled(module)
-        return asked[module]
-
+    shown = list(tools)
+    flags = {module: enabled(module) for module in {tool.module for tool in shown}}
+    kind = caller.kind
+    if kind == "public":
+        return [t for t in shown if flags[t.module] and t.audience == "public"]
+    switch = settings.api_session_write_modules
+    scopes = caller.scopes
+    every = allow == "all"
     return [
-        tool
-        for tool in tools
-        if hidden_reason(
-            caller,
-            tool,
-            permissions=permissions,
-            settings=settings,
-            enabled=enabled_now,
-            allow=allow,
+        t
+        for t in shown
+        if flags[t.module]
+        and not (kind == "session" and t.is_write and not t.is_system and t.module not in switch)
+        and (
+            t.audience == "public"
+            or (
+                (
+                    kind != "key"
+                    or ((t.scope is None or t.scope in scopes) and (every or t.name in allow))
+                )
+                and (t.permission is None or t.permission in permissions)
+            )
         )
-        is None
     ]

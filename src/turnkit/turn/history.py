@@ -21,6 +21,7 @@ stored.) A bare ``(role, content)`` tuple is refused: stored, it reads back as a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
@@ -109,8 +110,14 @@ def _messages(update: Any) -> list[BaseMessage]:
     ]
 
 
+@functools.cache
 def _plain(kind: type) -> bool:
-    return issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
+    """A message class stored as it is: a ``BaseMessage``, not a chunk (nor a removal)."""
+    return (
+        issubclass(kind, BaseMessage)
+        and not issubclass(kind, BaseMessageChunk)
+        and not issubclass(kind, RemoveMessage)
+    )
 
 
 class _Fold:
@@ -168,10 +175,15 @@ def fold_messages(current: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
     unknown id; the messages after ``REMOVE_ALL_MESSAGES`` are applied (``add_messages`` keeps
     them as they are, removals included).
     """
-    fold = _Fold(_messages(current if isinstance(current, list) else list(current)))  # copies
-    for update in writes:
-        for message in _messages(update):
-            fold.apply(message)
+    items = _messages(current if isinstance(current, list) else list(current))
+    batch = [message for update in writes for message in _messages(update)]
+    if all(_plain(type(m)) and m.id for m in batch):  # the common case: new messages appended
+        ids = {message.id for message in items}
+        if len(ids | {m.id for m in batch}) == len(ids) + len(batch):
+            return [*items, *batch]  # type: ignore[list-item]
+    fold = _Fold(items)  # copies
+    for message in batch:
+        fold.apply(message)
     return fold.result()  # type: ignore[return-value]
 
 

@@ -1,0 +1,80 @@
+"""turnkit's shape without turnkit's work: the floor LangGraph sets for a six-node turn.
+
+The same six nodes, the same state channels (``TurnState``, messages as deltas), the same routes
+and read views as ``build_turn_graph`` — but each node does only what the turn needs to produce
+the same messages: bind the tools and call the model, run the tool function, wrap its result.
+No rights, no validation, no ledger, no fitting. ``turnkit ÷ shape`` is then the price of
+turnkit's own work, and ``shape ÷ create_agent`` the price of six visible steps in LangGraph.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.graph import START, StateGraph
+
+from bench import _common
+from turnkit._compat import RunnableCallable
+from turnkit.graph import routing
+from turnkit.turn.state import TurnOutput, TurnState
+from turnkit.turn.views import VIEWS
+
+__all__ = ["shape_graph"]
+
+
+def shape_graph(model: Any, checkpointer: Any = None) -> Any:
+    """The six-node turn graph with nodes that do the least work (see the module's doc)."""
+    tools = _common.langchain_tools()
+    bound = model.bind_tools(tools)
+    functions = {tool.name: tool.func for tool in tools}
+
+    def list_tools(state: Any) -> dict[str, Any]:
+        return {"round": 0, "calls": [], "answers": {}, "held": [], "overrides": {}}
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])], "round": state.get("round", 0) + 1}
+
+    def validate_args(state: Any) -> dict[str, Any]:
+        ai: AIMessage = state["messages"][-1]
+        return {"calls": [dict(c) for c in ai.tool_calls], "answers": {}}
+
+    def execute(state: Any) -> dict[str, Any]:
+        answers = {
+            c["id"]: {"content": json.dumps(functions[c["name"]](**c["args"])), "status": "success"}
+            for c in state["calls"]
+        }
+        return {"answers": answers, "calls": []}
+
+    def fit_results(state: Any) -> dict[str, Any]:
+        messages = [
+            ToolMessage(a["content"], tool_call_id=cid) for cid, a in state["answers"].items()
+        ]
+        return {"messages": messages, "answers": {}, "held": []}
+
+    def await_confirmation(state: Any) -> dict[str, Any]:
+        return {"held": []}
+
+    graph = StateGraph(TurnState, output_schema=TurnOutput)
+    for name, node in [
+        ("list_tools", list_tools),
+        ("call_model", call_model),
+        ("validate_args", validate_args),
+        ("execute", execute),
+        ("fit_results", fit_results),
+        ("await_confirmation", await_confirmation),
+    ]:
+        graph.add_node(name, RunnableCallable(node, name=name, trace=False),
+                       input_schema=VIEWS[name])  # fmt: skip
+    graph.add_edge(START, "list_tools")
+    graph.add_edge("list_tools", "call_model")
+    for source, route in [
+        ("call_model", routing.after_model),
+        ("validate_args", routing.after_validation),
+        ("fit_results", routing.after_results),
+        ("await_confirmation", routing.after_confirmation),
+    ]:
+        graph.add_conditional_edges(source, RunnableCallable(route, name=None, trace=False))
+    graph.add_edge("execute", "fit_results")
+    return graph.compile(checkpointer=checkpointer)
