@@ -8,6 +8,7 @@ tool functions; only the machinery around them differs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import statistics
 import uuid
@@ -32,12 +33,14 @@ __all__ = [
     "format_table",
     "langchain_tools",
     "median",
+    "permissions",
     "postgres_note",
     "postgres_saver",
     "postgres_schema",
     "postgres_url",
     "read_then_answer",
     "row",
+    "session_executor",
     "turnkit_executor",
 ]
 
@@ -105,16 +108,25 @@ class EndlessModel(ScriptedModel):
 
 
 class BenchModule:
-    """Module ``bench``: one public read tool and one public write tool."""
+    """Module ``bench``: one read tool and one write tool, public (no rights) or, with
+    ``admin=True``, behind a scope and a permission each (what a signed-in user's agent uses)."""
 
     key = "bench"
+
+    def __init__(self, admin: bool = False) -> None:
+        self.admin = admin
+
+    def _rights(self, action: str, permission: str) -> dict[str, Any]:
+        if not self.admin:
+            return {"audience": "public"}
+        return {"scope": f"bench.items:{action}", "permission": permission}
 
     def api_tools(self) -> list[Tool]:
         read = {"read_only": True}
         return [
             Tool(
                 name="bench.get_item",
-                audience="public",
+                **self._rights("read", "bench.view"),
                 description=get_item.__doc__ or "",
                 input_schema={
                     "type": "object",
@@ -127,7 +139,7 @@ class BenchModule:
             ),
             Tool(
                 name="bench.set_price",
-                audience="public",
+                **self._rights("write", "bench.manage"),
                 description=set_price.__doc__ or "",
                 input_schema={
                     "type": "object",
@@ -143,6 +155,26 @@ class BenchModule:
 def turnkit_executor(ledger: Any = None) -> Executor:
     """An executor over the ``bench`` module; its own temporary SQLite ledger unless given one."""
     return Executor(Registry([BenchModule()]), ledger=ledger, settings=SETTINGS)
+
+
+SESSION_SETTINGS = dataclasses.replace(SETTINGS, api_session_write_modules=frozenset({"bench"}))
+"""The session's executor: the agent may act in ``bench`` (its writes would be held)."""
+
+
+def permissions(caller: Any) -> set[str]:
+    """The application's permission provider of the session benchmarks (a plain function)."""
+    return {"bench.view", "bench.manage"} if caller.user_id == "u_1" else set()
+
+
+def session_executor(ledger: Any = None) -> Executor:
+    """An executor over the admin ``bench`` module with a permission provider, for
+    ``Caller.session("u_1")``: the agent case users run (rights checked on every call)."""
+    return Executor(
+        Registry([BenchModule(admin=True)]),
+        ledger=ledger,
+        settings=SESSION_SETTINGS,
+        permissions=permissions,
+    )
 
 
 def langchain_tools() -> list[StructuredTool]:

@@ -6,7 +6,12 @@ functions:
 - a bare Python loop (bind the tools, call the model, run the function, call the model again);
 - ``langchain.agents.create_agent``, without and with ``HumanInTheLoopMiddleware`` gating the write
   tool only (the read tool is never interrupted, so no turn stops);
-- turnkit's ``build_turn_graph`` (rights, validation, fitting, the ledger), for a public caller.
+- turnkit's ``build_turn_graph`` (rights, validation, fitting, the ledger), for a public caller
+  on public tools, and for a signed-in **session** caller on tools behind a scope and a
+  permission, asked of a permission provider on every call (the agent case users run);
+- turnkit's **shape** without turnkit's work (``_shape.py``): the same six nodes, channels and
+  routes doing only what the turn needs. ``turnkit ÷ shape`` is the price of turnkit's own work,
+  ``shape ÷ create_agent`` the price of six visible steps in LangGraph.
 
 Each runs without a checkpointer, with ``InMemorySaver`` and with a SQLite file (turnkit through
 ``open_storage``; ``create_agent`` with a ``SqliteSaver`` on its own file with the same WAL
@@ -48,6 +53,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from bench._shape import shape_graph
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.storage import open_storage
@@ -57,6 +63,7 @@ BATCH, BATCHES, WARMUP = 25, 8, 20
 """200 timed turns per contender, in 8 batches interleaved with the other contenders' batches."""
 QUICK_BATCH, QUICK_BATCHES, QUICK_WARMUP = 10, 4, 5
 CONTEXT = TurnContext(caller=Caller.public())
+SESSION = TurnContext(caller=Caller.session("u_1"))
 QUESTION = "What does TEA-0001 cost?"
 SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 """The pragmas ``open_storage`` gives turnkit's file, given to ``create_agent``'s file too."""
@@ -156,9 +163,18 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
         # LangGraph 1.2.24 fail (it waits for a checkpoint future that never existed).
         graph = build_turn_graph(executor, model, durability="async")
         found.append(("none", "turnkit", graph_turn(graph, "x", threads=False, context=CONTEXT)))
+        session = _common.session_executor()
+        stack.callback(session.close)
+        graph = build_turn_graph(session, model, durability="async")
+        found.append(
+            ("none", "turnkit session", graph_turn(graph, "s", threads=False, context=SESSION))
+        )
+        found.append(("none", "shape", graph_turn(shape_graph(model), "x", threads=False)))
 
         memory = InMemorySaver()
         found += _checkpointed("memory", model, executor, memory, memory)
+        found += _session("memory", model, session, memory)
+        found.append(_shape("memory", model, InMemorySaver()))
 
         storage = open_storage(folder / "turnkit.sqlite")
         stack.callback(storage.close)
@@ -167,6 +183,10 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
         saver, conn = _sqlite_saver(folder / "create_agent.sqlite")
         stack.callback(conn.close)
         found += _checkpointed("sqlite", model, sqlite_executor, storage.checkpointer, saver)
+        sqlite_session = _common.session_executor(storage.ledger)
+        stack.callback(sqlite_session.close)
+        found += _session("sqlite", model, sqlite_session, storage.checkpointer)
+        found.append(_shape("sqlite", model, saver))
 
         url = _common.postgres_url()
         if url is not None:
@@ -178,6 +198,10 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
             saver, pool = _common.postgres_saver(schema_url)
             stack.callback(pool.close)
             found += _checkpointed("postgres", model, pg_executor, pg.checkpointer, saver)
+            pg_session = _common.session_executor(pg.ledger)
+            stack.callback(pg_session.close)
+            found += _session("postgres", model, pg_session, pg.checkpointer)
+            found.append(_shape("postgres", model, saver))
         else:
             print(_common.postgres_note(), file=sys.stderr)
         yield found
@@ -200,6 +224,19 @@ def _checkpointed(
         turn = graph_turn(graph, label, threads=True, context=CONTEXT)
         found.append((group, f"turnkit {durability}", turn))
     return found
+
+
+def _session(group: str, model: Any, executor: Any, saver: Any) -> list[tuple[str, str, Turn]]:
+    """turnkit for the signed-in session caller, at its default durability."""
+    graph = build_turn_graph(executor, model, checkpointer=saver)
+    turn = graph_turn(graph, f"{group}-session", threads=True, context=SESSION)
+    return [(group, "turnkit session sync", turn)]
+
+
+def _shape(group: str, model: Any, saver: Any) -> tuple[str, str, Turn]:
+    """The six-node shape on ``saver``, with turnkit's default durability (``sync``)."""
+    turn = graph_turn(shape_graph(model, saver), f"{group}-shape", threads=True, durability="sync")
+    return (group, "shape", turn)
 
 
 def _check(case: str, result: Any) -> None:
@@ -246,6 +283,18 @@ def rows_of(seconds: dict[tuple[str, str], float]) -> list[dict[str, Any]]:
     bare = seconds["none", "bare loop"]
     for (group, case), per_turn in seconds.items():
         turns_per_s = 1 / per_turn
+        if case == "shape":
+            peer = "create_agent" if group == "none" else "create_agent+HITL"
+            label = f"{group}: shape, turnkit's work removed (÷ {peer})"
+            ratio = per_turn / seconds[group, peer]
+            rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio))
+            for ours in ("turnkit", "turnkit sync"):
+                if (group, ours) in seconds:
+                    own = seconds[group, ours] / per_turn
+                    label = f"{group}: {ours} (÷ shape: the price of turnkit's own work)"
+                    rows.append(_common.row(SCENARIO, label, 1 / seconds[group, ours],
+                                            "turns/s", ratio=own))  # fmt: skip
+            continue
         if not case.startswith("turnkit"):
             ratio = None if case == "bare loop" else per_turn / bare
             label = f"{group}: {case}" + ("" if ratio is None else " (÷ bare loop)")
@@ -255,7 +304,7 @@ def rows_of(seconds: dict[tuple[str, str], float]) -> list[dict[str, Any]]:
         ratio = per_turn / seconds[group, peer]
         label = f"{group}: {case} (÷ {peer})"
         target: dict[str, Any] = {}
-        if case in ("turnkit", "turnkit sync"):  # the default durability carries the target
+        if case in ("turnkit", "turnkit sync", "turnkit session", "turnkit session sync"):
             target = {"target": "<= 1.0x", "met": ratio <= 1.0}
         rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio, **target))
         if group != "none":
