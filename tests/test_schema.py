@@ -261,3 +261,11 @@ def test_a_schema_number_no_checkpoint_can_store_is_refused():
     assert path == ""
     assert "/properties/n/maximum" in message
     assert "outside the 64-bit range" in message
+
+
+def test_a_whole_number_written_as_a_float_is_a_count_as_in_json_schema():
+    schema = {"type": "object", "properties": {"code": {"type": "string", "maxLength": 2.0}}}
+    assert check_schema(schema) == []
+    assert validate(schema, {"code": "ab"}) == []
+    assert validate(schema, {"code": "abc"})[0].path == "/code"
+    assert check_schema({"type": "string", "maxLength": 2.5})[0][1].startswith("'maxLength' must")

@@ -44,6 +44,9 @@ def _is_number(value: object) -> bool:
 
 
 def _is_count(value: object) -> bool:
+    """A whole number >= 0, as JSON Schema counts: ``2`` and ``2.0`` alike."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return value >= 0
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
