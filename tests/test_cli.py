@@ -18,6 +18,8 @@ from _shop import prices
 from turnkit import Caller, Executor, Registry
 from turnkit.registry.ledger import open_ledger
 
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
 ROOT = Path(__file__).resolve().parent.parent
 TURNKIT = str(Path(sys.executable).with_name("turnkit"))
 PLAIN = {"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "160", "LANGSMITH_TRACING": "false"}

@@ -14,6 +14,8 @@ import pytest
 from test_cli import TURNKIT, ask_for_a_price_change, env, flat, run, spawn_chat, words
 from turnkit.registry.ledger import open_ledger
 
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
 DB = Path(".turnkit") / "turnkit.sqlite"
 
 

@@ -28,6 +28,8 @@ from langgraph.types import Command
 import _crash_workers as w
 from turnkit.storage import open_storage
 
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
 SPAWN = multiprocessing.get_context("spawn")
 OK = {"executed": True, "status": "ok", "result": {"updated": 1}}
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
 SCRIPT = """
 import importlib, pkgutil, sys
 import turnkit

@@ -22,6 +22,8 @@ import pytest
 
 from _openai_server import OpenAIServer, call, reply
 
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)

@@ -28,6 +28,8 @@ from langgraph_sdk import get_client
 from _openai_server import OpenAIServer, call, reply
 from turnkit.demo import Catalogue
 
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
 REPO = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 GRAPH_ID = "turnkit"

@@ -1,4 +1,4 @@
-"""Where the turn goes after each node (DESIGN §6).
+"""Where the turn goes after each node (docs/architecture.md §6).
 
 ``call_model`` -> ``validate_args`` when the model called tools (valid or not), else the end.
 ``validate_args`` -> ``execute`` when some calls are valid, else back to the model with the errors.

@@ -1,4 +1,6 @@
-"""The ten steps of ``execute`` (DESIGN §4), in order; the first failure ends the call.
+"""The ten steps of ``execute``, in order; the first failure ends the call.
+
+(docs/architecture.md §4)
 
 1 rights now, 2 control fields, 3 input and schema, 4 ``max_items``, 5 idempotency, 6 dry run,
 7 hold for a person, 8 rate limit, 9 the handler, 10 record. Every call leaves one audit row.

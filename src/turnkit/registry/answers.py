@@ -1,4 +1,5 @@
-"""The JSON answer envelopes of ``execute`` and ``confirm`` (DESIGN §4), built in one place.
+"""The JSON answer envelopes of ``execute`` and ``confirm``, built in one place (§4 of
+docs/architecture.md).
 
 Success: ``{"executed": true, "status": "ok", "result": ...}``.
 Held: ``{"executed": false, "status": "confirmation_required", "confirmation_id", "expires_at"}``.

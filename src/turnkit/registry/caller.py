@@ -1,4 +1,5 @@
-"""Who calls (``Caller``) and what they may do right now (a permission provider, DESIGN §3).
+"""Who calls (``Caller``) and what they may do right now (a permission provider; §3 of
+docs/architecture.md).
 
 Scopes travel with an API key and are part of the caller. Permissions are not: they belong to the
 person behind the session or key and are asked of the application's provider **when the call runs**,

@@ -1,4 +1,5 @@
-"""``Executor``: what a caller may see, and every call run through the ten steps (DESIGN §4).
+"""``Executor``: what a caller may see, and every call run through the ten steps (§4 of
+docs/architecture.md).
 
 The executor is the only place that runs a tool. It asks the application's permission provider at
 call time, reads the operator's settings from the ledger at call time, holds writes for a person,

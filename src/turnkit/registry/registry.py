@@ -1,4 +1,5 @@
-"""``Registry``: the tools of every module, collected once, in a deterministic order (DESIGN §3).
+"""``Registry``: the tools of every module, collected once, in a deterministic order (§3 of
+docs/architecture.md).
 
 A module is any object with a ``key`` and ``api_tools()`` (optionally ``enabled()``), passed in or
 found through the entry-point group ``turnkit.modules``. ``api_tools()`` returns ``Tool`` objects or

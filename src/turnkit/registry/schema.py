@@ -1,6 +1,7 @@
 """The JSON Schema subset: ``check_schema`` refuses what is outside it, ``validate`` checks values.
 
-Supported keywords (DESIGN §2): ``type`` (a name or a list of names), ``properties``, ``required``,
+Supported keywords (docs/architecture.md §2): ``type`` (a name or a list of names),
+``properties``, ``required``,
 ``additionalProperties`` (boolean), ``items`` (one schema), ``minItems``, ``maxItems``,
 ``uniqueItems``, ``enum``, ``const``, ``minLength``, ``maxLength``, ``pattern``, ``format``
 (``date``, ``date-time``, ``email``, ``uuid``, ``uri``; asserted), ``minimum``, ``maximum``,

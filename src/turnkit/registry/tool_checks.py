@@ -47,7 +47,7 @@ def name_problems(name: object) -> list[str]:
 
 
 def rights_problems(name: object, audience: object, scope: object, permission: object) -> list[str]:
-    """Problems of ``audience``, ``scope`` and ``permission`` together (DESIGN §1)."""
+    """Problems of ``audience``, ``scope`` and ``permission`` together (docs/architecture.md §1)."""
     if audience not in ("admin", "public"):
         return [f"audience: {audience!r} is neither 'admin' (a key or session) nor 'public'"]
     if audience == "public":

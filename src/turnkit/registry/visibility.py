@@ -1,4 +1,5 @@
-"""Which tools a caller may see now, and why a tool is hidden (DESIGN §4, ``visible_for``).
+"""Which tools a caller may see now, and why a tool is hidden (``visible_for``; §4 of
+docs/architecture.md).
 
 Module enabled; a session sees a module's write tools only when the module is in
 ``api_session_write_modules`` (the agent's switch, whatever the tool's audience: a public write is
