@@ -14,6 +14,7 @@ with cProfile and prints the top functions by cumulative time.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import cProfile
 import functools
@@ -131,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
         f"({seconds / args.turns / per_turn:.0%} of the turn, timer overhead included)"
     )
 
+    print(f"  async read turn: {hops(graph, saver)} worker-thread hops (asyncio.to_thread)")
+    print(f"  Agent.prompt: {thread_reads()} reads of its thread (aget_state) per prompt")
+
     tally.reset()
     profile = cProfile.Profile()
     profile.enable()
@@ -148,6 +152,44 @@ def main(argv: list[str] | None = None) -> None:
         storage.close()
     if schema is not None:
         schema.__exit__(None, None, None)
+
+
+def hops(graph: Any, saver: Any) -> int:
+    """Worker-thread hops of one async read turn (each is a queue and a wake-up: CPU and
+    latency under concurrency)."""
+    seen = []
+    original = asyncio.to_thread
+
+    async def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(getattr(function, "__name__", "?"))
+        return await original(function, *args, **kwargs)
+
+    config = {"configurable": {"thread_id": "hops"}} if saver else None
+    asyncio.to_thread = counted  # type: ignore[assignment]
+    try:
+        asyncio.run(graph.ainvoke({"messages": [HumanMessage(QUESTION)]}, config, context=CONTEXT))
+    finally:
+        asyncio.to_thread = original
+    return len(seen)
+
+
+def thread_reads() -> int:
+    """How often ``Agent.prompt`` reads its thread (each read replays the messages since the
+    last snapshot), on the second prompt of a conversation."""
+    from turnkit import Agent
+
+    with Agent(_common.EndlessModel(), tools=[]) as agent:
+        agent.prompt("hi")
+        reads = []
+        read = agent.graph.aget_state
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reads.append(1)
+            return await read(*args, **kwargs)
+
+        agent.graph.aget_state = counted  # type: ignore[method-assign]
+        agent.prompt("and again")
+    return len(reads)
 
 
 if __name__ == "__main__":

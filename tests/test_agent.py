@@ -319,23 +319,6 @@ def test_messages_are_refused_when_the_agent_keeps_history():
         agent.prompt("hi", messages=[{"role": "user", "content": "earlier"}])
 
 
-def test_a_prompt_reads_its_thread_once_before_the_turn(monkeypatch):
-    """Each read replays the thread's messages since the last snapshot: one per prompt."""
-    model = ScriptedModel(["Hello.", "Again."])
-    with Agent(model, tools=[get_weather]) as agent:
-        agent.prompt("hi")
-        reads = []
-        read = agent.graph.aget_state
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            reads.append(1)
-            return await read(*args, **kwargs)
-
-        monkeypatch.setattr(agent.graph, "aget_state", counted)
-        assert agent.prompt("and again").content == "Again."
-    assert len(reads) == 1
-
-
 # --- structured output -----------------------------------------------------------------------
 
 
