@@ -79,3 +79,70 @@ def test_only_a_read_without_danger_is_never_held():
     assert not tool(annotations={"read_only": True}, danger="always").never_held
     assert not tool(annotations={"read_only": True}, danger=lambda v, c: False).never_held
     assert not tool().never_held  # a write
+
+
+@given(tool=_tools, caller=_callers, items=st.integers(0, 200), batch=st.integers(1, 100))
+def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(tool, caller, items, batch):
+    """DESIGN's step 7: a session's write, a danger that holds, or the batch rule (an admin
+    write whose longest list is over the setting) — the batch rule whatever the danger check."""
+    value = {"items": list(range(items))}
+    ctx = CallContext(
+        caller=caller,
+        tool=tool,
+        permissions=frozenset(),
+        settings=Settings(confirm_batch_over=batch),
+        call_id="c",
+    )
+    danger = tool.danger
+    if callable(danger):
+        try:
+            dangerous = bool(danger(value, ctx))
+        except Exception:
+            dangerous = True
+    else:
+        dangerous = danger == "always"
+    batch_rule = tool.audience == "admin" and tool.is_write and items > batch
+    session_write = tool.is_write and caller.kind == "session"
+    assert needs_hold(tool, caller, value, ctx) == (session_write or dangerous or batch_rule)
+
+
+def test_an_admin_write_over_the_batch_limit_is_held_though_its_danger_check_says_no():
+    from turnkit import Executor, Registry, StaticPermissions
+
+    ran: list[int] = []
+
+    class Shop:
+        key = "shop"
+
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [
+                {
+                    "name": "shop.set_prices",
+                    "scope": "shop.prices:write",
+                    "permission": "shop.manage",
+                    "danger": lambda value, ctx: any(p["price"] <= 0 for p in value["prices"]),
+                    "input_schema": {
+                        "type": "object",
+                        "properties": {"prices": {"type": "array", "items": {"type": "object"}}},
+                    },
+                    "handler": lambda i, c: ran.append(len(i["prices"])) or {"n": len(i["prices"])},
+                }
+            ]
+
+    executor = Executor(
+        Registry([Shop()]), permissions=StaticPermissions({"alice": {"shop.manage"}})
+    )
+    key = Caller.key("k", user_id="alice", scopes={"shop.prices:write"})
+    prices = [{"sku": f"s{i}", "price": 1} for i in range(51)]
+    try:
+        held = executor.execute(key, "shop.set_prices", {"prices": prices, "idempotency_key": "i1"})
+        assert held["status"] == "confirmation_required", held
+        assert ran == []
+        small = executor.execute(key, "shop.set_prices", {"prices": prices[:50]})
+        assert small["result"] == {"n": 50}
+        assert ran == [50]
+        tool = executor.registry.get("shop.set_prices")
+        assert tool is not None
+        assert executor.hold_rule(key, tool) == "input or batch"
+    finally:
+        executor.close()

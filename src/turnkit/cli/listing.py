@@ -28,6 +28,7 @@ def rows(executor: Executor, caller: Caller) -> list[dict[str, str]]:
         "person": "yes: the agent acts for a person",
         "always": "yes: always",
         "input": "depends on the input",
+        "input or batch": f"depends on the input, and when a list has over {batch_over} items",
         "batch": f"when a list has over {batch_over} items",
         "never": "no",
     }

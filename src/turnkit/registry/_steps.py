@@ -163,23 +163,24 @@ def cost_of(tool: Tool, value: dict[str, Any]) -> int:
     return 1
 
 
-HoldRule: TypeAlias = Literal["person", "always", "input", "batch", "never"]
+HoldRule: TypeAlias = Literal["person", "always", "input", "input or batch", "batch", "never"]
 """When calls of a tool are held, before any input is known (``hold_rule``)."""
 
 
 def hold_rule(tool: Tool, caller: Caller) -> HoldRule:
     """``needs_hold`` as far as it goes without an input: ``person`` (a session's write: the
     agent acts for a person), ``always`` (``danger="always"``), ``input`` (a danger check decides
-    per input), ``batch`` (a list longer than ``confirm_batch_over``), or ``never``."""
+    per input), ``batch`` (an admin write with a list longer than ``confirm_batch_over``), ``input
+    or batch`` (both: the batch rule holds whatever an admin write's danger check says), or
+    ``never``."""
     if tool.is_write and caller.kind == "session":
         return "person"
     if tool.danger == "always":
         return "always"
+    batch = tool.audience == "admin" and tool.is_write
     if callable(tool.danger):
-        return "input"
-    if tool.audience == "admin" and tool.is_write:
-        return "batch"
-    return "never"
+        return "input or batch" if batch else "input"
+    return "batch" if batch else "never"
 
 
 def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext) -> bool:
@@ -191,14 +192,17 @@ def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallConte
     rule = hold_rule(tool, caller)
     if rule in ("person", "always"):
         return True
-    if rule == "input":
+    over = longest_list(value) > ctx.settings.confirm_batch_over
+    if rule in ("batch", "input or batch") and over:
+        return True
+    if rule in ("input", "input or batch"):
         try:
             check = tool.danger
             return callable(check) and bool(check(value, ctx))
         except Exception:  # fail safe: a broken check asks a person
             log.exception("danger check of %r failed; holding the call", tool.name)
             return True
-    return rule == "batch" and longest_list(value) > ctx.settings.confirm_batch_over
+    return False
 
 
 def _kind(value: object) -> str:
