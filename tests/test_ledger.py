@@ -37,6 +37,31 @@ async def test_async_settings(executor, ledger):
     assert await ledger.asettings() == {"rate_limit_units": 7}
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("rate_limit_window", float("nan")),
+        ("rate_limit_window", float("inf")),
+        ("confirmation_ttl", float("inf")),
+        ("confirmation_ttl", 1e300),
+        ("handler_timeout", float("nan")),
+        ("rate_limit_units", 10**30),
+    ],
+)
+def test_a_non_finite_or_huge_setting_in_the_ledger_is_ignored_and_calls_still_answer(
+    executor, ledger, key, name, value, caplog
+):
+    ledger.set_setting(name, value)
+    with caplog.at_level(logging.WARNING, logger="turnkit.settings"):
+        assert executor.execute(key, "shop.list_products", {})["status"] == "ok"
+        held = executor.execute(key, "shop.delete_product", {"sku": "TEA-0001"})
+    assert held["status"] == "confirmation_required"
+    assert [c.id for c in executor.pending()] == [held["confirmation_id"]]
+    assert f"{name!r}" in " ".join(r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match=f"'{name}' must be"):
+        Settings(**{name: value})
+
+
 def test_settings_defaults_refuse_nonsense():
     with pytest.raises(ValueError, match="'confirm_batch_over' must be a whole number >= 1"):
         Settings(confirm_batch_over=0)

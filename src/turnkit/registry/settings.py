@@ -17,6 +17,12 @@ __all__ = ["Settings"]
 
 log = logging.getLogger("turnkit.settings")
 
+MAX_SECONDS = 1e9
+"""The longest duration a setting may give (about 31 years): beyond it an expiry time is not a
+date (``OverflowError``), and NaN or infinity would break every call instead of answering."""
+MAX_WHOLE = 2**63 - 1
+"""The largest whole-number setting: what every ledger stores as an integer."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Settings:
@@ -53,8 +59,15 @@ class Settings:
         _require("max_rounds", self.max_rounds, minimum=1)
         for name in ("confirmation_ttl", "rate_limit_window", "handler_timeout"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"setting {name!r} must be a number of seconds > 0, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value <= MAX_SECONDS  # also refuses NaN, which compares false
+            ):
+                raise ValueError(
+                    f"setting {name!r} must be a number of seconds > 0 and at most"
+                    f" {MAX_SECONDS:.0e} (about 31 years), got {value!r}"
+                )
 
     def merged(self, overrides: Mapping[str, Any]) -> Settings:
         """These settings with the operator's ``overrides`` applied.
@@ -76,5 +89,7 @@ class Settings:
 
 
 def _require(name: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"setting {name!r} must be a whole number >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_WHOLE:
+        raise ValueError(
+            f"setting {name!r} must be a whole number >= {minimum} and < 2**63, got {value!r}"
+        )
