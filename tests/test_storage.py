@@ -315,10 +315,24 @@ def test_a_postgres_server_that_refuses_is_named_at_once():
     assert time.monotonic() - started < 10
 
 
-def test_a_refused_url_does_not_echo_its_password():
-    with pytest.raises(StorageError, match="unsupported") as refused:
-        open_storage("mysql://admin:hunter2@db.example.com/app")
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://admin:hunter2@db.example.com/app",
+        "postgres:/admin:hunter2@db.example.com/app",
+        "postgresql//admin:hunter2@db.example.com/app",
+        "admin:hunter2@db.example.com",
+        "pg://db.example.com/app?password=hunter2",
+    ],
+)
+def test_a_refused_url_does_not_echo_its_password(url):
+    with pytest.raises(StorageError) as refused:
+        open_storage(url)
     assert "hunter2" not in str(refused.value)
+    assert "db.example.com" in str(refused.value)
+
+
+def test_a_refused_url_does_not_echo_its_password_in_a_repr():
     assert "hunter2" not in repr(Storage(None, None, "postgresql://a:hunter2@h/db", lambda: None))  # type: ignore[arg-type]
 
 
@@ -412,3 +426,12 @@ def test_close_releases_every_postgres_connection(ledger_url, opener):
             await storage.checkpointer.aget_tuple(CONFIG)
 
     asyncio.run(run())
+
+
+def test_a_path_under_the_home_folder_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ledger = open_ledger("~/ledger.sqlite")
+    try:
+        assert (tmp_path / "ledger.sqlite").exists()
+    finally:
+        ledger.close()

@@ -32,7 +32,7 @@ def parse_url(url: str | os.PathLike[str]) -> tuple[Literal["sqlite", "postgres"
     Raises:
         StorageError: ``url`` is none of the accepted forms.
     """
-    text = os.fspath(url)
+    text = os.path.expanduser(os.fspath(url))
     if text.startswith(("postgresql://", "postgres://")):
         return "postgres", text
     if text.startswith("sqlite:///"):
@@ -52,9 +52,9 @@ def parse_url(url: str | os.PathLike[str]) -> tuple[Literal["sqlite", "postgres"
             f"storage needs a SQLite file shared by processes and threads, got {text!r}"
             f" (an in-memory database is a new empty one in every thread): use {ACCEPTED}"
         )
+    example = "" if re.search(r"[:/@\\]", text) else f" (for example {text}.sqlite)"
     raise StorageError(
-        f"{shown(text)!r} is neither a SQLite file nor a URL: use {ACCEPTED}"
-        f" (for example {text}.sqlite)"
+        f"{shown(text)!r} is neither a SQLite file nor a URL: use {ACCEPTED}{example}"
     )
 
 
@@ -74,9 +74,14 @@ def sqlite_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+_PASSWORD_PARAM = re.compile(r"(password=)[^&;\s]*", re.IGNORECASE)
+
+
 def shown(url: str) -> str:
-    """``url`` without its credentials, for messages and reprs."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+    """``url`` without its credentials, for messages and reprs: the user info before an ``@``
+    (``scheme://user:pw@``, also in typos such as ``postgres:/u:pw@h``) and any ``password=``."""
+    text = _PASSWORD_PARAM.sub(r"\1***", url)
+    if "@" not in text:
+        return text
+    before, _, after = text.rpartition("@")
+    return f"{before[: before.rfind('/') + 1]}***@{after}"  # the user info: after the last '/'
