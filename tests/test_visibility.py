@@ -3,10 +3,12 @@ and the rules that explain a refusal are one rule (Hypothesis, over callers, rig
 
 from __future__ import annotations
 
+import logging
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnkit import Caller, Settings, Tool
+from turnkit import Caller, Executor, Registry, Settings, StaticPermissions, Tool
 from turnkit.registry.visibility import hidden_reason, visible
 
 MODULES = ["shop", "crm", "system"]
@@ -66,3 +68,27 @@ def test_visible_is_exactly_what_hidden_reason_does_not_hide(
     }
     expected = [t for t in found if hidden_reason(caller, t, **rights) is None]
     assert visible(caller, found, **rights) == expected
+
+
+def test_the_switch_warning_is_not_silenced_by_a_caller_listed_first_who_lacks_the_right(caplog):
+    class Orders:
+        key = "orders"
+
+        def api_tools(self) -> list[dict]:
+            return [
+                {"name": "orders.cancel_order", "scope": "orders.orders:write",
+                 "permission": "orders.manage", "handler": lambda i, c: {"cancelled": True}},
+            ]  # fmt: skip
+
+    rights = StaticPermissions({"alice": {"orders.manage"}, "bob": set()})
+    executor = Executor(Registry([Orders()]), permissions=rights)
+    try:
+        with caplog.at_level(logging.WARNING, logger="turnkit.executor"):
+            executor.visible_for(Caller.session("bob"))  # lacks the permission: no warning
+            assert caplog.records == []
+            for _ in range(3):
+                executor.visible_for(Caller.session("alice"))
+        (warning,) = [r.getMessage() for r in caplog.records]
+        assert "orders.cancel_order" in warning
+    finally:
+        executor.close()

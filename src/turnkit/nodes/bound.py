@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from turnkit.errors import TurnkitError
 from turnkit.nodes.model_reply import may_stream
+from turnkit.registry._memo import remember
 from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
@@ -43,9 +44,8 @@ class Bound:
         if found is None:
             executors = self.executor.defaults.merged(overrides)
             graphs = executors if self.settings is None else self.settings.merged(overrides)
-            found = self._merged[key] = (executors, graphs)
-            if len(self._merged) > 64:  # overrides change rarely: a small cache is plenty
-                self._merged.pop(next(iter(self._merged)), None)
+            # overrides change rarely: a small cache is plenty
+            found = remember(self._merged, key, (executors, graphs), limit=64)
         return found
 
     def turn_settings(self, state: Any) -> tuple[Settings, Settings]:
@@ -71,9 +71,7 @@ class Bound:
         found = self._models.get(key)
         if found is None:
             model = self.model.bind_tools(tools) if tools else self.model
-            found = self._models[key] = (model, may_stream(model))
-            if len(self._models) > 256:
-                self._models.pop(next(iter(self._models)), None)
+            found = remember(self._models, key, (model, may_stream(model)), limit=256)
         return found
 
     def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from turnkit.registry._effects import Environment, OnLedger, Permissions, adrive, drive
+from turnkit.registry._memo import remember
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.registry._steps import HoldRule, hold_rule
 from turnkit.registry.answers import Answer
@@ -77,7 +78,7 @@ class Executor:
             handler_threads: worker threads for sync handlers (kept apart from ledger work, so a
                 hung handler cannot starve the ledger).
         """
-        self._checked: set[str | None] = set()  # modules looked at for the switch warning
+        self._checked: set[tuple[str | None, frozenset[str]]] = set()  # see _warn_switch
         self._shown: dict[tuple[Any, ...], list[Tool]] = {}  # visible tools by every input
         self._forget: Callable[[], None] = lambda: None
         if ledger is None:  # a ledger of its own, removed with its folder on close (or collection)
@@ -172,9 +173,8 @@ class Executor:
         )
         shown = self._shown.get(key)  # the same rights now list the same tools: remembered
         if shown is None:
-            shown = self._shown[key] = visible(caller, self.registry.tools, allow=allow, **rights)
-            if len(self._shown) > 256:
-                self._shown.pop(next(iter(self._shown)), None)
+            shown = visible(caller, self.registry.tools, allow=allow, **rights)
+            remember(self._shown, key, shown, limit=256)
         if caller.kind == "session":
             self._warn_switch(caller, allow, rights)
         return list(shown)
@@ -188,16 +188,21 @@ class Executor:
         return [(tool, reason) for tool, reason in found if reason is not None]
 
     def _warn_switch(self, caller: Caller, allow: Allow, rights: dict[str, Any]) -> None:
-        """Log once per module whose write tools a session misses only for the agent's switch."""
+        """Log once per module whose write tools a session misses only for the agent's switch
+        (looked at once per module and set of permissions: one caller lacking the module's
+        permission does not silence the warning another caller should see)."""
         switch = rights["settings"].api_session_write_modules
+        permissions = rights["permissions"]
         unchecked = {
             tool.module
             for tool in self.registry.tools
-            if tool.is_write and tool.module not in switch and tool.module not in self._checked
+            if tool.is_write
+            and tool.module not in switch
+            and (tool.module, permissions) not in self._checked
         }
         if not unchecked:
             return
-        self._checked.update(unchecked)
+        self._checked.update((module, permissions) for module in unchecked)
         widened = replace(rights["settings"], api_session_write_modules=switch | unchecked)
         opened = {**rights, "settings": widened}
         for module in sorted(unchecked, key=str):
@@ -245,8 +250,10 @@ class Executor:
         input, only answers (``{"executed": ..., "status": ...}``).
 
         ``control`` holds the control fields: ``dry_run``, ``confirm_token``, ``idempotency_key``.
-        ``settings``: the settings in force, when the caller has just read them (the turn graph
-        reads them once per run); by default they are read for this call.
+        ``settings``: the settings in force, when the caller has just read them with
+        ``settings_now()`` (the turn graph reads them once per run and hands them to each call);
+        by default they are read from the ledger for this call. Settings built any other way
+        replace the operator's overrides for the call: pass only what ``settings_now()`` gave.
         """
         call = self._call(caller, name, input, control, allow, settings)
         return drive(execute_steps(self._env, call), self._env)
