@@ -319,3 +319,15 @@ def test_an_approval_whose_provider_fails_leaves_the_confirmation_pending(
     assert len(shop.writes()) == 1
     holding.close()
     approving.close()
+
+
+@pytest.mark.parametrize("field", ["dry_run", "confirm_token", "idempotency_key"])
+def test_an_edit_carrying_a_control_field_is_refused_and_stays_pending(
+    executor, alice, shop, held, field
+):
+    edited = {**prices(), field: True if field == "dry_run" else "x"}
+    answer = executor.confirm(held, alice, {"action": "edit", "arguments": edited})
+    assert answer["error"]["code"] == "invalid_input"
+    assert f"['{field}'] are control fields" in answer["error"]["message"]
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    assert shop.writes() == []

@@ -23,8 +23,16 @@ ALICE = TurnContext(caller=Caller.session("alice"))
         ("HELD:maybe", "Input should be a valid dictionary"),
         ("HELD:edit-without-arguments", "an edit needs 'arguments'"),
         ({"decisions": [{"type": "approve"}]}, "['decisions'] are not confirmations held"),
+        ("HELD:edit-with-control", "['dry_run'] are control fields of a call, not input"),
     ],
-    ids=["bare-word", "unknown-id", "unknown-word", "edit-without-arguments", "hitl-shape"],
+    ids=[
+        "bare-word",
+        "unknown-id",
+        "unknown-word",
+        "edit-without-arguments",
+        "hitl-shape",
+        "edit-with-control",
+    ],
 )
 def test_a_refused_resume_says_what_to_send_and_decides_nothing(turns, shop, value, said):
     write = {"name": "shop_set_prices", "args": prices("TEA-0001"), "id": "w1"}
@@ -35,6 +43,8 @@ def test_a_refused_resume_says_what_to_send_and_decides_nothing(turns, shop, val
         value = {cid: "maybe"}
     elif value == "HELD:edit-without-arguments":
         value = {cid: {"action": "edit"}}
+    elif value == "HELD:edit-with-control":
+        value = {cid: {"action": "edit", "arguments": {**prices("TEA-0001"), "dry_run": True}}}
     with pytest.raises(ResumeError) as refused:
         turns.send(model, Command(resume=value), ALICE)
     message = str(refused.value)

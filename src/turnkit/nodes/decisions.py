@@ -10,9 +10,9 @@ unknown id or a malformed decision is refused with a clear error and can be answ
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BeforeValidator, RootModel, ValidationError, model_validator
+from pydantic import RootModel, ValidationError, model_validator
 
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
@@ -39,15 +39,6 @@ HOW_TO_RESUME = (
 )
 
 
-def _word(value: Any) -> Any:
-    """``"approve"`` / ``"reject"`` as the object they abbreviate."""
-    return {"action": value} if value in ("approve", "reject") else value
-
-
-GraphDecision = Annotated[Decision, BeforeValidator(_word)]
-"""A decision as a resume value carries it: ``Decision``'s one grammar, words included."""
-
-
 @lru_cache(maxsize=256)
 def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
     """The resume value for ``ids``: a map from some of those ids to a decision.
@@ -55,7 +46,7 @@ def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
     An id that is not held in the thread is refused with a message naming the held ones.
     """
 
-    class Decisions(RootModel[dict[str, GraphDecision]]):
+    class Decisions(RootModel[dict[str, Decision]]):
         @model_validator(mode="before")
         @classmethod
         def _held_ids_only(cls, value: Any) -> Any:

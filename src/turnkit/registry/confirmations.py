@@ -34,6 +34,7 @@ from turnkit.registry._pipeline import (
 )
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
+from turnkit.registry.context import CONTROL_FIELDS
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.visibility import Allow
 
@@ -75,6 +76,12 @@ class Decision(BaseModel):
     arguments: dict[str, Any] | None = None
     """The new input of an edit, for the same tool, validated again; an edit only."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        """``"approve"`` / ``"reject"`` as the objects they abbreviate."""
+        return {"action": value} if value in ("approve", "reject") else value
+
     @model_validator(mode="after")
     def _fields_fit_the_action(self) -> Decision:
         if self.message is not None and self.action != "reject":
@@ -83,6 +90,12 @@ class Decision(BaseModel):
             raise ValueError("an edit needs 'arguments': the new input object for the same tool")
         if self.action != "edit" and self.arguments is not None:
             raise ValueError("only an edit carries 'arguments'")
+        control = sorted(CONTROL_FIELDS & set(self.arguments or ()))
+        if control:
+            raise ValueError(
+                f"an edit's 'arguments' are the tool's new input; {control} are control fields"
+                " of a call, not input: leave them out"
+            )
         return self
 
     @classmethod
@@ -107,11 +120,7 @@ class Decision(BaseModel):
         Raises:
             pydantic.ValidationError: ``value`` is not a decision.
         """
-        if isinstance(value, Decision):
-            return value
-        if value in ("approve", "reject"):
-            return cls(action=value)
-        return cls.model_validate(value)
+        return value if isinstance(value, Decision) else cls.model_validate(value)
 
     def to_json(self) -> dict[str, Any]:
         """The decision as JSON data, as the ledger stores it."""
