@@ -288,15 +288,15 @@ class Flaky:
         first, self.first = self.first, self._UNSET
         if first is self._UNSET:
             return self.rights(caller)
-        if isinstance(first, Exception):
+        if isinstance(first, BaseException):
             raise first
         return first
 
 
 @pytest.mark.parametrize(
     "first",
-    [ConnectionError("role store down"), None, "shop.manage"],
-    ids=["raises", "answers-none", "answers-a-string"],
+    [ConnectionError("role store down"), None, "shop.manage", KeyboardInterrupt()],
+    ids=["raises", "answers-none", "answers-a-string", "ctrl-c-while-asking"],
 )
 def test_an_approval_whose_provider_fails_leaves_the_confirmation_pending(
     ledger, shop, rights, clock, first
@@ -310,7 +310,7 @@ def test_an_approval_whose_provider_fails_leaves_the_confirmation_pending(
     approving = Executor(
         Registry([shop]), ledger=ledger, permissions=Flaky(rights, first), clock=clock
     )
-    raised = type(first) if isinstance(first, Exception) else ProviderError
+    raised = type(first) if isinstance(first, BaseException) else ProviderError
     with pytest.raises(raised):
         approving.confirm(cid, alice, "approve")
     assert ledger.get_confirmation(cid).status == "pending"  # nothing ran: decidable again

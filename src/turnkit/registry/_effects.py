@@ -121,6 +121,9 @@ def drive(steps: Steps[T], env: Environment) -> T:
     """Run ``steps`` to its answer, performing each effect in this thread.
 
     An effect that fails is raised inside the steps, so they can clean up before it propagates.
+    An interrupt (Ctrl-C's ``KeyboardInterrupt``, ``SystemExit``) while an effect runs throws
+    ``Cancelled`` into the steps, whose clean-up runs (a claimed confirmation is reopened, a key
+    released, a started write settled as unknown), then goes on up.
     """
     reply: Any = None
     error: Exception | None = None
@@ -132,6 +135,24 @@ def drive(steps: Steps[T], env: Environment) -> T:
         try:
             reply, error = _perform(effect, env), None
         except Exception as exc:  # handed back to the steps on the next turn
+            reply, error = None, exc
+        except BaseException as interrupt:
+            _unwind(steps, env, interrupt)
+            raise
+
+
+def _unwind(steps: Steps[Any], env: Environment, interrupt: BaseException) -> None:
+    """Throw ``Cancelled`` into ``steps`` and perform their clean-up effects until they stop."""
+    reply: Any = None
+    error: Exception | None = Cancelled(f"the call was interrupted ({type(interrupt).__name__})")
+    while True:
+        try:
+            effect = steps.send(reply) if error is None else steps.throw(error)
+        except (StopIteration, Exception):  # cleaned up: Cancelled (or what it became) came out
+            return
+        try:
+            reply, error = _perform(effect, env), None
+        except Exception as exc:
             reply, error = None, exc
 
 
