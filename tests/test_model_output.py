@@ -185,6 +185,42 @@ def test_a_repeated_write_id_holds_one_write_and_refuses_the_other(turns, shop):
     assert turns.checks.pending() == []
 
 
+def test_long_call_ids_that_share_their_first_255_characters_are_two_writes(turns, shop):
+    """The idempotency key holds the thread, message and call ids: long ids are hashed, never
+    cut, so two calls whose ids differ only after 255 characters are not one call."""
+    first, second = prices("TEA-0001", price=5.0), prices("TEA-0002", price=6.0)
+    stem = "call_" + "x" * 300
+    calls = [
+        {"name": "shop_set_prices", "args": first, "id": stem + "1"},
+        {"name": "shop_set_prices", "args": second, "id": stem + "2"},
+    ]
+    model = ScriptedModel([{"tool_calls": calls}, "Done."])
+    paused = turns.send(model, HI, ALICE)
+    held = paused.confirmations
+    assert [h["arguments"] for h in held] == [first, second]
+    decisions = {h["confirmation_id"]: "approve" for h in held}
+    turns.send(model, Command(resume=decisions), ALICE)
+    assert [w["input"] for w in shop.writes()] == [first, second]
+
+
+def test_an_idempotency_key_is_never_cut_and_names_its_thread_when_it_fits():
+    from turnkit.nodes.execute import idempotency_key, thread_of
+
+    def key(thread: str, call_id: str) -> str:
+        found = idempotency_key(thread, {"message_id": "m", "id": call_id})  # type: ignore[typeddict-item]
+        assert found is not None
+        return found
+
+    assert key("t", "c") == "turn:t:m:c"
+    assert thread_of(key("t", "c")) == "t"
+    long_ids = {key("t", "c" * 300 + end) for end in "ab"}
+    assert len(long_ids) == 2
+    assert all(len(k) < 255 and thread_of(k) == "t" for k in long_ids)
+    huge_thread = {key("t" * 300 + end, "c") for end in "ab"}
+    assert len(huge_thread) == 2
+    assert all(len(k) < 255 and thread_of(k) is None for k in huge_thread)
+
+
 def test_a_repeated_read_id_runs_once_and_every_call_is_answered(turns, shop):
     calls = [
         {"name": "shop_list_products", "args": {"limit": 1}, "id": "r"},
