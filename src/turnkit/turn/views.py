@@ -51,7 +51,6 @@ class _Fitting(TypedDict, total=False):
 
 class _Confirming(TypedDict, total=False):
     held: list[HeldCall]
-    overrides: dict[str, Any]
 
 
 class Messages(TypedDict, total=False):
