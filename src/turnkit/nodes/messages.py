@@ -76,13 +76,6 @@ def error_answer(code: answers.ErrorCode, text: str, **details: Any) -> RoundAns
     return RoundAnswer(content=_compact(error), status="error")
 
 
-def error_message(
-    tool_call_id: str, code: answers.ErrorCode, text: str, **details: Any
-) -> ToolMessage:
-    """An error tool message from a template's ``text``."""
-    return tool_message(tool_call_id, error_answer(code, text, **details))
-
-
 def tool_message(
     tool_call_id: str, answer: RoundAnswer, *, message_id: str | None = None
 ) -> ToolMessage:

@@ -182,7 +182,7 @@ async def apermissions_now(provider: PermissionProvider, caller: Caller) -> froz
     if inspect.iscoroutinefunction(provider) or inspect.iscoroutinefunction(
         getattr(provider, "__call__", None)  # noqa: B004  (an async __call__ method)
     ):
-        return permission_set(await provider(caller))  # type: ignore[misc]
+        return permission_set(await provider(caller))  # type: ignore[misc]  # async: awaitable
     answer = await asyncio.to_thread(provider, caller)
     if inspect.isawaitable(answer):
         answer = await answer

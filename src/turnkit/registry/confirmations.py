@@ -294,7 +294,7 @@ def _checked_edit(
         )
     problem, text = steps.input_error(tool, decision.arguments, settings)
     if problem is None:
-        problem = steps.too_many_items(tool, decision.arguments)  # type: ignore[arg-type]
+        problem = steps.too_many_items(tool, decision.arguments or {})
     if problem is not None:
         problem["error"]["message"] = "the edit was not applied: " + problem["error"]["message"]
         return problem, None, None

@@ -287,7 +287,7 @@ class Executor:
             caller=caller,
             name=name,
             input=input,
-            control=control if control is not None else {},  # type: ignore[arg-type]
+            control=control if control is not None else {},  # type: ignore[arg-type]  # step 2 checks it
             allow=allow,
             call_id=str(uuid.uuid4()),
             settings=settings,

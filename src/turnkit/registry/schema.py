@@ -138,9 +138,9 @@ def _finite(value: object) -> bool:
         item = stack.pop()
         kind = type(item)
         if kind is dict:
-            stack.extend(item.values())  # type: ignore[attr-defined]
+            stack.extend(item.values())  # type: ignore[attr-defined]  # type(item) is dict
         elif kind is list or kind is tuple:
-            stack.extend(item)  # type: ignore[arg-type]
+            stack.extend(item)  # type: ignore[arg-type]  # a list or tuple
         elif isinstance(item, float) and not math.isfinite(item):
             return False
     return True

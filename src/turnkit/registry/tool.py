@@ -148,7 +148,7 @@ class Tool:
             set_(self, "annotations", Annotations(**(self.annotations or {})))
         input_schema = copy.deepcopy(input_schema)
         set_(self, "input_schema", input_schema)
-        set_(self, "input_validator", compile_schema(input_schema))  # type: ignore[arg-type]
+        set_(self, "input_validator", compile_schema(input_schema))  # type: ignore[arg-type]  # checked
         if output_schema is not None:
             output_schema = copy.deepcopy(output_schema)
             set_(self, "output_schema", output_schema)

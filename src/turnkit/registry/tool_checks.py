@@ -178,7 +178,7 @@ def cost_problems(cost: object) -> list[str]:
     """A problem unless ``cost`` is None, a whole number 1..1000, or a function."""
     if cost is None or callable(cost):
         return []
-    if _positive_int(cost) and cost <= COST_LIMIT:  # type: ignore[operator]
+    if _positive_int(cost) and cost <= COST_LIMIT:  # type: ignore[operator]  # an int here
         return []
     return [
         f"cost: {cost!r} must be None (the default rule), a whole number from 1 to 1000,"

@@ -180,11 +180,11 @@ def fold_messages(current: Sequence[AnyMessage], writes: Sequence[Any]) -> list[
     if all(_plain(type(m)) and m.id for m in batch):  # the common case: new messages appended
         ids = {message.id for message in items}
         if len(ids | {m.id for m in batch}) == len(ids) + len(batch):
-            return [*items, *batch]  # type: ignore[list-item]
+            return [*items, *batch]  # type: ignore[list-item]  # _messages gave messages only
     fold = _Fold(items)  # copies
     for message in batch:
         fold.apply(message)
-    return fold.result()  # type: ignore[return-value]
+    return fold.result()  # type: ignore[return-value]  # a _Fold holds messages only
 
 
 def messages_channel() -> DeltaChannel[list[AnyMessage]]:
