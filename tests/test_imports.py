@@ -6,6 +6,7 @@ import starts from that module (the dependencies stay loaded: only turnkit's ord
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,9 +31,16 @@ print("\\n".join(failed))
 """
 
 
-def test_every_module_imports_first():
+def test_every_module_imports_first(tmp_path):
+    env = {**os.environ, "TURNKIT_DEMO_DB": str(tmp_path / "demo.sqlite")}  # the Studio graph's
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=tmp_path,  # nothing is left in the folder pytest runs from
+        env=env,
     )
     count, *failed = done.stdout.strip().splitlines()
     assert int(count) > 50
