@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNKIT = str(Path(sys.executable).with_name("turnkit"))
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 PLAIN = {"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "160", "LANGSMITH_TRACING": "false"}
 
 
@@ -148,8 +150,7 @@ def test_a_write_decided_out_of_band_is_honoured_when_the_chat_resumes(tmp_path)
     child.expect(pexpect.EOF)
     listing = run("confirmations", "list", cwd=tmp_path)
     assert "catalogue.set_prices" in listing.stdout
-    (line,) = [row for row in listing.stdout.splitlines() if "catalogue.set_prices" in row]
-    confirmation_id = line.split("│")[1].strip()
+    (confirmation_id,) = UUID.findall(listing.stdout)
     approved = run("confirmations", "approve", confirmation_id, cwd=tmp_path)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "← ok" in approved.stdout
@@ -167,21 +168,41 @@ def test_a_write_decided_out_of_band_is_honoured_when_the_chat_resumes(tmp_path)
         timeout=60,
         dimensions=(50, 160),
     )
+    child.logfile_read = shown = io.StringIO()
     child.expect(words("1 write(s) of this thread were decided elsewhere:"))
     child.expect(words("catalogue.set_prices approved by session:operator at"))
     child.expect(words("Done: I changed the price of ACC-0001 from 7.03 to 6.33"))
     child.expect("you>")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+    assert "wait for your decision" not in flat(shown.getvalue())  # none is left to decide
 
 
-@pytest.mark.parametrize("command", ["run", "test"])
-def test_the_readme_names_both_commands(command):
-    readme = (ROOT / "README.md").read_text()
-    if command == "run":
-        assert "turnkit demo" in readme.split("<!-- test-command -->")[0]
-    else:
-        assert ".venv/bin/python -m pytest" in readme.split("<!-- test-command -->")[1]
+def ci_takes(marker: str) -> str:
+    """What ``.ci/run`` takes from the README after ``<!-- marker -->``, by its own command."""
+    script = (ROOT / ".ci" / "run").read_text()
+    (line,) = [line for line in script.splitlines() if f"<!-- {marker} -->" in line]
+    extract = line.partition("=$(")[2].removesuffix(")")  # the awk command that reads README.md
+    assert extract.startswith("awk "), line
+    assert extract.endswith(" README.md"), line
+    done = subprocess.run(["bash", "-c", extract], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_ci_runs_the_readme_commands_which_install_what_ci_checks_and_run_every_test():
+    """.ci/run runs the README's two blocks verbatim (and checks the demo's outcome): here, that
+    the test block installs the extras CI installs and runs the whole suite, not a part of it."""
+    script = (ROOT / ".ci" / "run").read_text()
+    (extras,) = re.findall(r'^\.venv/bin/pip install -q -e "(\.\[[a-z,]+\])"$', script, re.M)
+    test = ci_takes("test-command")
+    assert test == (
+        f'python3 -m venv .venv && .venv/bin/pip install -e "{extras}"'
+        " && .venv/bin/python -m pytest -q"
+    )
+    run_command = ci_takes("run-command")
+    assert run_command.endswith("&& .venv/bin/turnkit demo"), run_command
+    assert 'grep -q "the price write ran 1 time(s)"' in script  # what the demo prints, checked
 
 
 # --- deciding with the application's permission provider ----------------------------------------

@@ -1,9 +1,10 @@
 """``turnkit confirmations list|approve|reject``: held writes, decided out of band.
 
-An id may be given whole or as a unique prefix. Deciding a confirmation decided before runs
-nothing and says who decided it, when and how (exit status ``ALREADY_DECIDED``). An approval that
-this command could only answer for the wrong reason — the module not loaded, no permission
-provider, the agent's switch unknown here — is refused before anything is decided.
+An id may be given whole or as a unique prefix of at least ``SHORTEST`` characters. Deciding a
+confirmation decided before runs nothing and says who decided it, when and how (exit status
+``ALREADY_DECIDED``). An approval that this command could only answer for the wrong reason — the
+module not loaded, the held user's rights unknown here, the agent's switch unknown here — is
+refused before anything is decided.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from turnkit.cli.options import (
     Permissions,
     console,
     friendly,
+    records,
     session,
 )
 from turnkit.cli.session import SWITCH, Session
@@ -44,7 +46,11 @@ Decider = Annotated[
         " of system.confirm_any; without it, the operator may decide for anyone.",
     ),
 ]
-Id = Annotated[str, typer.Argument(help="The confirmation's id, or a unique prefix of it.")]
+SHORTEST = 4
+"""The fewest characters of an id that name a confirmation (fewer would match by accident)."""
+Id = Annotated[
+    str, typer.Argument(help=f"The confirmation's id, or a unique prefix of it ({SHORTEST}+).")
+]
 
 
 @app.command("list")
@@ -54,7 +60,7 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.")] = False,
 ) -> None:
     """Confirmations waiting for a decision (or all, with --all)."""
-    opened = session(db, None, False, None, "demo", None, None)
+    opened = records(db)
     try:
         listed = opened.storage.ledger.list_confirmations(status=None if all_ else "pending")
         # a write whose process died while it ran is settled (outcome unknown) as it is listed
@@ -66,7 +72,7 @@ def list_(
         elif not found:
             console.print("no confirmations wait for a decision" + ("" if all_ else " (--all)"))
         else:
-            console.print(render.confirmations_table(found, clock))
+            render.confirmations(console, found, clock)
     finally:
         opened.close()
 
@@ -121,13 +127,15 @@ def _decide(
         if held.status != "pending":
             console.print(f"already decided: {escape(render.decided(held))}; nothing ran now")
             raise typer.Exit(ALREADY_DECIDED)
+        if held.caller.user_id is not None:
+            opened.act_for(held.caller.user_id)
         problem = _cannot_approve(opened, held) if decision == "approve" else None
         if problem is not None:
             console.print(f"[red]{escape(problem)}[/]\nnothing was decided: it is still pending")
             raise typer.Exit(USAGE)
-        if not opened.checks_permissions and decider != held.caller.user_id:
+        if opened.granted is not None and decider != held.caller.user_id:
             # without the application's provider, the operator decides for others, on the record
-            opened.executor.permissions.grant(decider, CONFIRM_ANY)  # type: ignore[attr-defined]
+            opened.granted.grant(decider, CONFIRM_ANY)
         answer = opened.executor.confirm(held.id, Caller.session(decider), decision)
         render.outcome(console, answer)
         if answer.get("status") == "error":
@@ -148,12 +156,18 @@ def _settled(opened: Session, confirmation: Confirmation) -> Confirmation:
 
 
 def _find(opened: Session, given: str) -> Confirmation:
-    """The confirmation ``given`` names (whole, or a unique prefix); a closed one whose time ran
-    out or whose run stopped is settled first."""
+    """The confirmation ``given`` names (whole, or a unique prefix of at least ``SHORTEST``
+    characters); a closed one whose time ran out or whose run stopped is settled first."""
     from turnkit.cli.session import SetupError
 
+    prefix = given.strip().lower()
     ids = [given] if opened.executor.confirmation(given) else []
-    ids = ids or opened.storage.ledger.confirmation_ids(given.strip().lower())
+    if not ids and len(prefix) < SHORTEST:
+        raise SetupError(
+            f"{given!r} is too short: give the id, or its first {SHORTEST} characters or more"
+            " (`turnkit confirmations list` shows the ids)"
+        )
+    ids = ids or opened.storage.ledger.confirmation_ids(prefix)
     if not ids:
         raise SetupError(
             f"no confirmation {given!r}: `turnkit confirmations list --all` shows them all"
@@ -174,11 +188,11 @@ def _cannot_approve(opened: Session, held: Confirmation) -> str | None:
             f"the tool {held.tool!r} is not loaded in this command: pass --module"
             " package.module:object (the module that declares it), as your application does"
         )
-    if tool.permission is not None and not (opened.demo or opened.checks_permissions):
+    if tool.permission is not None and not opened.knows_rights(tool.permission):
         return (
-            f"approving runs {held.tool!r}, which needs the permission {tool.permission!r}, and"
-            " this command cannot tell who holds it: pass --permissions package.module:provider"
-            " (your application's permission provider)"
+            f"approving runs {held.tool!r} as {held.caller.identity}, which needs the permission"
+            f" {tool.permission!r}, and this command cannot tell who holds it: pass --permissions"
+            " package.module:provider (your application's permission provider)"
         )
     switch = opened.executor.settings_now().api_session_write_modules
     if (

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from turnkit.cli.session import Session, open_session
+from turnkit.cli.session import Session, open_records, open_session
 from turnkit.errors import TurnkitError
 
 console = Console(highlight=False)
@@ -104,3 +104,10 @@ def session(
     for note in opened.notes:
         console.print(f"[yellow]warning:[/] {escape(note)}")
     return opened
+
+
+def records(db: str | None) -> Session:
+    """The storage alone, for a command on the ledger's records (no module, no warning about
+    them); a mistake ends the command (``USAGE``)."""
+    with friendly():
+        return open_records(db)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from turnkit.nodes.execute import thread_of
 from turnkit.registry.ledger.records import Confirmation, iso
@@ -113,23 +116,46 @@ def decided(confirmation: Confirmation) -> str:
     return f"{c.id}: {c.tool} {verb}{who}{when} ({result})"
 
 
-def confirmations_table(rows: list[Confirmation], now: float) -> Table:
-    """The table of ``turnkit confirmations list``; ids never wrap (copy them whole)."""
+COLUMNS = ("id", "tool", "caller", "thread", "created", "status", "expires")
+"""The columns of the confirmations table shown whole, before the arguments."""
+ARGUMENTS_WIDTH = 24
+"""The least width the arguments get in the table; narrower, one block per confirmation."""
+
+
+def confirmations(console: Console, rows: list[Confirmation], now: float) -> None:
+    """``turnkit confirmations list``: a table when its columns fit the terminal whole, else one
+    block per confirmation. Either way an id is never wrapped or cut (copy it whole)."""
+    cells = [_cells(c, now) for c in rows]
+    widths = [max(cell_len(cell) for cell in (title, *(r[i] for r in cells)))
+              for i, title in enumerate(COLUMNS)]  # fmt: skip
+    borders = 3 * (len(COLUMNS) + 1) + 1  # a padded cell each side of every rule
+    if sum(widths) + ARGUMENTS_WIDTH + borders <= console.width:
+        console.print(_table(rows, cells))
+        return
+    console.print(f"{len(rows)} confirmation(s):")
+    for c, (cid, tool, caller, thread, created, shown, expires) in zip(rows, cells, strict=True):
+        console.print(f"\n[bold]{escape(cid)}[/] · {escape(shown)}", soft_wrap=True)
+        for line in (
+            f"{tool} for {caller} · thread {thread}",
+            f"created {created} · expires {expires}",
+            f"arguments {compact(c.input, 400)}",
+        ):
+            console.print(Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False))
+
+
+def _cells(c: Confirmation, now: float) -> tuple[str, ...]:
+    thread = thread_of(c.idempotency_key) or "-"
+    return (c.id, c.tool, c.caller.identity, thread, iso(c.created_at), status(c, now),
+            c.expires_at_iso)  # fmt: skip
+
+
+def _table(rows: list[Confirmation], cells: list[tuple[str, ...]]) -> Table:
     table = Table(title="confirmations", title_justify="left")
-    for column in ("id", "tool", "caller", "thread", "created", "status", "expires"):
-        table.add_column(column, no_wrap=True, overflow="ignore")
-    table.add_column("arguments", overflow="fold", min_width=12)
-    for c in rows:
-        table.add_row(
-            c.id,
-            c.tool,
-            c.caller.identity,
-            thread_of(c.idempotency_key) or "-",
-            iso(c.created_at),
-            status(c, now),
-            c.expires_at_iso,
-            compact(c.input, 60),
-        )
+    for column in COLUMNS:
+        table.add_column(column, no_wrap=True)  # they fit: measured by ``confirmations``
+    table.add_column("arguments", overflow="fold", min_width=ARGUMENTS_WIDTH)
+    for c, row in zip(rows, cells, strict=True):
+        table.add_row(*row, compact(c.input, 60))
     return table
 
 

@@ -8,12 +8,18 @@ the OpenAI-compatible model named by ``--model`` / ``TURNKIT_MODEL``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from turnkit.errors import TurnkitError
-from turnkit.registry.caller import Caller, PermissionProvider, StaticPermissions
+from turnkit.registry.caller import (
+    Caller,
+    PermissionProvider,
+    StaticPermissions,
+    permissions_now,
+)
 from turnkit.registry.executor import Executor
 from turnkit.registry.references import instance_of, resolve
 from turnkit.registry.registry import Registry
@@ -42,9 +48,27 @@ class Session:
     caller: Caller
     demo: bool
     notes: list[str] = field(default_factory=list)
-    checks_permissions: bool = False
-    """True when ``--permissions`` gave the application's provider: everyone's rights, the
-    decider's included, are then the application's."""
+    granted: StaticPermissions | None = None
+    """The command's own rights (``--grant``, and the demo's), or None when ``--permissions``
+    gave the application's provider."""
+
+    def act_for(self, user: str) -> None:
+        """Act for ``user`` as the chat did: on the demo, the demo's rights are whoever the chat
+        acted for (``turnkit chat --user alice`` gave them to alice)."""
+        if self.demo and self.granted is not None:
+            from turnkit.demo import DEMO_PERMISSIONS
+
+            self.granted.grant(user, *DEMO_PERMISSIONS)
+
+    def knows_rights(self, permission: str) -> bool:
+        """Whether this command can tell who holds ``permission`` as the chat could: with the
+        application's provider (everyone's rights, the decider's included, are then the
+        application's), or on the demo for a permission of the demo's."""
+        if self.granted is None:
+            return True
+        from turnkit.demo import DEMO_PERMISSIONS
+
+        return self.demo and permission in DEMO_PERMISSIONS
 
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage)."""
@@ -77,11 +101,12 @@ def open_session(
     """
     if not user.strip():
         raise SetupError("--user must name the signed-in user, e.g. --user alice")
-    provider = None if permissions is None else _provider(permissions)
+    caller = Caller.session(user)
+    provider = None if permissions is None else _provider(permissions, caller)
+    loaded = [_module(spec) for spec in modules]
     url = db or str(DEFAULT_DB)
     if db is None:
         DEFAULT_DB.parent.mkdir(parents=True, exist_ok=True)
-    loaded = [_module(spec) for spec in modules]
     demo = not loaded and not entry_points
     static = StaticPermissions({user: set(grants)})
     if demo:
@@ -104,7 +129,26 @@ def open_session(
     except BaseException:
         storage.close()
         raise
-    return Session(storage, executor, Caller.session(user), demo, notes, provider is not None)
+    return Session(storage, executor, caller, demo, notes, None if provider else static)
+
+
+def open_records(db: str | None) -> Session:
+    """Open the storage alone, for a command that reads or writes the ledger's records (settings,
+    the list of confirmations): no module is loaded, no folder made but the default storage's.
+
+    Raises:
+        StorageError: ``db`` names nothing that can be opened.
+    """
+    if db is None:
+        DEFAULT_DB.parent.mkdir(parents=True, exist_ok=True)
+    storage = open_storage(db or str(DEFAULT_DB))
+    nobody = StaticPermissions()  # no module, so no rights to hold
+    try:
+        executor = Executor(Registry(), ledger=storage.ledger, permissions=nobody)
+    except BaseException:
+        storage.close()
+        raise
+    return Session(storage, executor, Caller.session("operator"), demo=False, granted=nobody)
 
 
 def _overridden(storage: Storage, act: list[str]) -> list[str]:
@@ -123,20 +167,42 @@ def _overridden(storage: Storage, act: list[str]) -> list[str]:
 
 def _module(spec: str) -> Any:
     """``--module package.module:object``: a module object, or a class or factory making one."""
-    value = instance_of(_resolved("--module", spec))
-    return value() if callable(value) and not hasattr(value, "api_tools") else value
+    value = _made("--module", spec, instance_of, _resolved("--module", spec))
+    if callable(value) and not hasattr(value, "api_tools"):
+        return _made("--module", spec, value)
+    return value
 
 
-def _provider(spec: str) -> PermissionProvider:
+def _provider(spec: str, caller: Caller) -> PermissionProvider:
     """``--permissions package.module:provider``: the application's provider (a class is
-    instantiated), a callable ``(caller) -> permissions``."""
-    value = instance_of(_resolved("--permissions", spec))
+    instantiated), a callable ``(caller) -> permissions``, asked once for ``caller``'s rights so
+    that one that cannot answer is told now, not as the failure of the first call it spoils."""
+    value = _made("--permissions", spec, instance_of, _resolved("--permissions", spec))
     if not callable(value):
         raise SetupError(
             f"--permissions {spec!r} is a {type(value).__name__}, not a permission provider: name"
             " a function (caller) -> set of permissions, or an object with __call__"
         )
+    _made("--permissions", spec, permissions_now, value, caller)
     return value
+
+
+WANTED = {
+    "--module": "a module object, or a class or factory that takes no arguments",
+    "--permissions": "a function (caller) -> set of permissions (not async)",
+}
+"""What each option that names the application's code must name."""
+
+
+def _made(option: str, spec: str, make: Callable[..., Any], *args: Any) -> Any:
+    """``make(*args)``; the application's code failing in it is told as a mistake in ``option``."""
+    try:
+        return make(*args)
+    except Exception as exc:  # the application's own code: it may raise anything
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise SetupError(
+            f"{option} {spec!r} failed when called ({reason}): name {WANTED[option]}"
+        ) from None
 
 
 def _resolved(option: str, spec: str) -> Any:

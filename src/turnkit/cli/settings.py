@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import USAGE, Db, console, session
+from turnkit.cli.options import USAGE, Db, console, records
 from turnkit.registry.settings import Settings
 
 app = typer.Typer(help="The settings in force, and the operator's overrides.", no_args_is_help=True)
@@ -27,7 +28,7 @@ NAMES = [field.name for field in dataclasses.fields(Settings)]
 @app.command("list")
 def list_(db: Db = None) -> None:
     """Every setting: its default, the ledger's override, and the value in force."""
-    opened = session(db, None, False, None, "demo", None, None)
+    opened = records(db)
     try:
         overrides = opened.storage.ledger.settings()
         defaults, now = Settings(), Settings().merged(overrides)
@@ -43,7 +44,8 @@ def list_(db: Db = None) -> None:
         opened.close()
 
 
-@app.command("set")
+# a value may look like an option (-1): it is the value, and the setting's rule answers it
+@app.command("set", context_settings={"ignore_unknown_options": True})
 def set_(
     name: Name,
     value: Annotated[str, typer.Argument(help="JSON: 50, 1.5, '[\"shop\"]'; else a string.")],
@@ -57,7 +59,7 @@ def set_(
         console.print(f"[red]{escape(str(exc))}[/]\nnothing was changed")
         raise typer.Exit(USAGE) from None
     stored = _stored(getattr(checked, name))
-    opened = session(db, None, False, None, "demo", None, None)
+    opened = records(db)
     try:
         before = opened.storage.ledger.settings().get(name)
         opened.storage.ledger.set_setting(name, stored)
@@ -70,7 +72,7 @@ def set_(
 @app.command()
 def unset(name: Name, db: Db = None) -> None:
     """Remove the ledger's override of a setting: its default is in force again."""
-    opened = session(db, None, False, None, "demo", None, None)
+    opened = records(db)
     try:
         before = opened.storage.ledger.settings().get(_known(name))
         opened.storage.ledger.clear_setting(name)
@@ -91,10 +93,23 @@ def _known(name: str) -> str:
 
 
 def _parsed(value: str) -> Any:
+    """``value`` as JSON, else the string as typed. A number that is not finite (``NaN``,
+    ``Infinity``, ``1e999``) is no number here: it stays a string, which no setting takes."""
     try:
-        return json.loads(value)
+        return json.loads(value, parse_constant=_not_finite, parse_float=_finite)
     except ValueError:
         return value
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is not a finite number")
+    return number
+
+
+def _not_finite(text: str) -> float:
+    raise ValueError(f"{text} is not a finite number")
 
 
 def _stored(value: Any) -> Any:
