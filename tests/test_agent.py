@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.exceptions import ModelConnectionError
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool as langchain_tool
 from pydantic import BaseModel
@@ -32,6 +33,7 @@ from turnkit import (
     AgentTimeout,
     Caller,
     Executor,
+    ModelError,
     Registry,
     StaticPermissions,
     StructuredOutputError,
@@ -528,6 +530,49 @@ def test_a_model_call_that_hangs_times_out_and_leaves_no_trace():
         ("HumanMessage", "Hello?"),
         ("HumanMessage", "Hello again?"),
     ]
+
+
+def unreachable(messages: list[Any], tools: list[Any]) -> Any:
+    """A scripted step that fails as a model whose server is down does."""
+    raise ModelConnectionError("Connection error.")
+
+
+def test_a_prompt_that_cannot_reach_the_model_raises_model_error_and_keeps_the_conversation():
+    model = ScriptedModel(["Hello Alice.", unreachable, "Your name is Alice."])
+    with Agent(model) as agent:
+        assert agent.prompt("My name is Alice.").content == "Hello Alice."
+        with pytest.raises(ModelError, match="The conversation is kept"):
+            agent.prompt("What is my name?")
+        assert agent.prompt("What is my name?").content == "Your name is Alice."
+    assert texts(model.calls[2]["messages"]) == [
+        ("HumanMessage", "My name is Alice."),
+        ("AIMessage", "Hello Alice."),
+        ("HumanMessage", "What is my name?"),
+        ("HumanMessage", "What is my name?"),
+    ]
+    model.assert_done()
+
+
+async def test_a_confirm_that_cannot_reach_the_model_is_sent_again_and_runs_nothing_twice():
+    deleted: list[str] = []
+
+    @tool(danger="always")
+    def delete_note(title: str) -> str:
+        """Delete a note."""
+        deleted.append(title)
+        return f"deleted {title}"
+
+    model = ScriptedModel([calls(("delete_note", {"title": "groceries"})), unreachable, "Done."])
+    with Agent(model, tools=[delete_note]) as agent:
+        (held,) = (await agent.aprompt("Delete my groceries note.")).pending
+        with pytest.raises(ModelError, match=r"send the prompt \(or the confirm\) again"):
+            await agent.aconfirm({held.id: "approve"})
+        assert deleted == ["groceries"]
+        answer = await agent.aconfirm({held.id: "approve"})
+    assert answer.content == "Done."
+    assert answer.pending == []
+    assert deleted == ["groceries"]
+    model.assert_done()
 
 
 # --- across processes --------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Many Agents in one process against a keep-alive HTTP/1.1 server (what OpenAI, vLLM, llama.cpp
 and Ollama are): one after another, side by side, from threads and from the user's own event
-loop, and through ``AgentPool``. langchain-openai keeps one async HTTP client per process, so every
-Agent must run on one loop that outlives them all."""
+loop, and through ``AgentPool``. Every Agent runs its turns on one loop that outlives them all, and
+talks through turnkit's own HTTP client (a pool per loop), never langchain-openai's process-wide
+one: the application may await the same ``ChatOpenAI`` on its own loop in between."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
 from _openai_server import OpenAIServer
-from turnkit import Agent, AgentPool, chat
+from turnkit import Agent, AgentPool, ModelError, chat
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +102,43 @@ def test_chat_calls_one_after_another(server):
     server.script("one", "two")
     assert chat("hi", model="openai:test-model", base_url=server.url).content == "one"
     assert chat("hi", model="openai:test-model", base_url=server.url).content == "two"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["plain", "streaming"])
+def test_the_application_awaits_its_model_on_its_loop_and_an_agent_on_the_same_model(
+    server, streaming
+):
+    server.script("direct", "agent", "direct again", "agent again")
+    model = ChatOpenAI(model="m", base_url=server.url, api_key="t", use_responses_api=False,
+                       streaming=streaming)  # fmt: skip
+
+    async def mixed() -> list[str]:
+        answers = [(await model.ainvoke("hi")).content]
+        with Agent(model) as agent:  # no storage: closing does not block
+            answers.append((await agent.aprompt("hi")).content)
+            answers.append((await model.ainvoke("hi")).content)
+            answers.append((await agent.aprompt("hi")).content)
+        return answers
+
+    assert asyncio.run(mixed()) == ["direct", "agent", "direct again", "agent again"]
+
+
+def test_a_client_of_the_applications_own_used_on_two_loops_fails_as_model_error(server):
+    server.script("direct", "agent")
+    client = openai.DefaultAsyncHttpxClient()
+    model = ChatOpenAI(model="m", base_url=server.url, api_key="t", use_responses_api=False,
+                       streaming=True, http_async_client=client)  # fmt: skip
+
+    async def mixed() -> Exception | None:
+        assert (await model.ainvoke("hi")).content == "direct"
+        with Agent(model) as agent:  # the Agent keeps a client it was given
+            try:
+                await agent.aprompt("hi")
+            except Exception as exc:
+                return exc
+        return None
+
+    failure = asyncio.run(mixed())  # the pooled connection belongs to the first loop
+    assert isinstance(failure, ModelError), failure  # not a bare RuntimeError
+    assert "used from another event loop" in str(failure)
+    assert "Agent('openai:<model>', base_url=...)" in str(failure)

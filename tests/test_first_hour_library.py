@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 
 import pytest
 
+from _openai_server import OpenAIServer
 from turnkit import (
     Agent,
     Caller,
@@ -19,6 +22,15 @@ from turnkit import (
     tool,
 )
 from turnkit.agent.models import resolve_model
+
+DOWN = "http://127.0.0.1:9/v1"
+"""A base URL where no server listens (the discard port)."""
+
+
+@pytest.fixture(autouse=True)
+def _no_openai_environment(monkeypatch):
+    for name in [n for n in os.environ if n.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)
 
 
 @pytest.mark.parametrize(
@@ -35,6 +47,36 @@ def test_a_model_that_cannot_be_built_raises_model_error(model, said):
     assert isinstance(raised.value, TurnkitError)
     with pytest.raises(ModelError):
         resolve_model(model)
+
+
+def test_a_model_server_that_is_down_raises_model_error_naming_it():
+    with Agent("openai:m", base_url=DOWN) as agent:
+        with pytest.raises(ModelError) as sync:
+            agent.prompt("Hi.")
+        with pytest.raises(ModelError) as async_:
+            asyncio.run(agent.aprompt("Hi."))
+    for raised in (sync, async_):
+        said = str(raised.value)
+        assert f"cannot reach the model's server at {DOWN!r}" in said
+        assert "Check that the server is running and that base_url=" in said
+        assert "The conversation is kept" in said
+
+
+@pytest.mark.parametrize("name", ["llama3.1:8b", "qwen2.5:7b-instruct-q4_K_M"])
+def test_a_tagged_model_name_is_the_servers_own_name_when_a_base_url_is_set(name, monkeypatch):
+    with OpenAIServer(["Hello.", "Hello again."]) as server:
+        with Agent(name, base_url=server.url) as agent:
+            assert agent.prompt("Hi.").content == "Hello."
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        with Agent(name) as agent:
+            assert agent.prompt("Hi.").content == "Hello again."
+    server.assert_done()
+    assert [request["model"] for request in server.requests] == [name, name]
+
+
+def test_a_tagged_model_name_without_a_base_url_says_to_give_one():
+    with pytest.raises(ModelError, match=r"with base_url=\.\.\. or OPENAI_BASE_URL set"):
+        Agent("llama3.1:8b")
 
 
 def test_an_agent_storage_that_cannot_be_opened_raises_storage_error(tmp_path):

@@ -119,7 +119,8 @@ class StorageError(TurnkitError, ValueError):
 
 class ModelError(TurnkitError, ValueError):
     """A chat model that cannot be built (an unknown provider, not a model object) or reached
-    (its server is down); the message says what to check."""
+    (its server is down, its HTTP client belongs to another event loop); the message says what
+    to check. A turn that raised it kept its conversation: send the prompt (or confirm) again."""
 
 
 class ProviderError(TurnkitError, TypeError):

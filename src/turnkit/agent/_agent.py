@@ -19,10 +19,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,9 +33,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
-from turnkit.agent._portal import shared_portal
+from turnkit.agent._portal import Portal, shared_portal
 from turnkit.agent.local_tools import LocalModule
-from turnkit.agent.models import resolve_model
+from turnkit.agent.models import model_error, resolve_model, with_own_client
 from turnkit.agent.response import Response
 from turnkit.agent.structured import instruction, parse
 from turnkit.errors import AgentBusy, AgentTimeout, ResumeError
@@ -87,24 +88,29 @@ class Agent:
             executor: an executor to run the tools (then give tools through its registry).
             caller: whose rights apply; default ``AGENT_CALLER`` (sees public tools only).
             permissions: the application's permission provider for the registry's tools.
-            storage: a SQLite path, ``sqlite:///...`` or ``postgresql://...`` URL, or an
-                ``AsyncStorage``; default: in memory (nothing survives the process).
+            storage: a SQLite path, ``sqlite:///...`` or ``postgresql://...`` URL (opened here,
+                a short blocking call: from async code, create the Agent with
+                ``await asyncio.to_thread(Agent, ...)``), or an ``AsyncStorage``; default: in
+                memory (nothing survives the process).
             thread_id: the conversation to continue; default a new one.
             manage_history: False keeps nothing; ``prompt(messages=...)`` gives the history.
             schema: structured output (pydantic model, JSON Schema, or ``{"field": "type"}``).
             settings: the turn's settings (``max_rounds``, ``agent_tool_result_chars``, ...).
             base_url: an OpenAI-compatible server for a string model (vLLM, llama.cpp, Ollama).
+
+        Raises:
+            ModelError: the model cannot be built (see ``resolve_model``).
+            StorageError: ``storage`` cannot be opened.
         """
         if executor is not None and (tools or registry is not None or permissions is not None):
             raise ValueError(
                 "give tools, modules and permissions through the executor, or no executor"
             )
-        self._portal = shared_portal()
         self._closed = False
         self._storage: AsyncStorage | None = None
         self._lock = threading.Lock()
         try:
-            self.model = resolve_model(model, base_url=base_url)
+            self.model = with_own_client(resolve_model(model, base_url=base_url))
             checkpointer = self._open(storage)
             ledger = self._storage.ledger if self._storage is not None else None
             modules = [LocalModule(tools), *(registry.modules.values() if registry else ())]
@@ -128,6 +134,11 @@ class Agent:
             self.executor, self.model, settings=settings, checkpointer=checkpointer
         )
 
+    @property
+    def _portal(self) -> Portal:
+        """The process's portal, looked up on every call: a forked child has a new one."""
+        return shared_portal()
+
     def _open(self, storage: Any) -> Any:
         if storage is None:
             return InMemorySaver()
@@ -149,20 +160,26 @@ class Agent:
     ) -> Response:
         """Send ``text`` and run the turn to its answer (or to writes waiting for a decision).
 
+        Interrupted (Ctrl-C), the turn is cancelled before the interruption goes on.
+
         Raises:
-            AgentBusy: another prompt of this agent is in flight.
+            AgentBusy: another prompt of this agent is in flight, or this is called from async
+                code on turnkit's loop (an async tool handler): use ``aprompt`` there.
             AgentTimeout: the turn took longer than ``timeout`` seconds; it was cancelled.
+            ModelError: the model's server cannot be reached; the conversation is kept.
             StructuredOutputError: a ``schema`` was given and the answer does not match it.
         """
+        run = functools.partial(self._prompt, text, messages)
         with self._busy():
-            return self._portal.run(self._timed(self._prompt(text, messages), timeout))
+            return self._portal.run(self._timed(run, timeout))
 
     async def aprompt(
         self, text: str, *, timeout: float = 60, messages: Sequence[Any] | None = None
     ) -> Response:
         """Async twin of ``prompt``."""
+        run = functools.partial(self._prompt, text, messages)
         with self._busy():
-            return await self._portal.arun(self._timed(self._prompt(text, messages), timeout))
+            return await self._portal.arun(self._timed(run, timeout))
 
     def confirm(self, decisions: dict[str, Any], *, timeout: float = 60) -> Response:
         """Resume the held writes: ``{confirmation_id: "approve" | "reject" | {...}}``.
@@ -170,13 +187,15 @@ class Agent:
         A decision is ``"approve"``, ``"reject"``, ``{"action": "reject", "message": ...}`` or
         ``{"action": "edit", "arguments": {...}}``; an id left out stays held.
         """
+        run = functools.partial(self._resume, decisions)
         with self._busy():
-            return self._portal.run(self._timed(self._resume(decisions), timeout))
+            return self._portal.run(self._timed(run, timeout))
 
     async def aconfirm(self, decisions: dict[str, Any], *, timeout: float = 60) -> Response:
         """Async twin of ``confirm``."""
+        run = functools.partial(self._resume, decisions)
         with self._busy():
-            return await self._portal.arun(self._timed(self._resume(decisions), timeout))
+            return await self._portal.arun(self._timed(run, timeout))
 
     def get_messages(self) -> list[BaseMessage]:
         """The conversation so far (empty when ``manage_history`` is False)."""
@@ -199,20 +218,36 @@ class Agent:
 
     def close(self) -> None:
         """Release the storage and the executor (if the agent made it); safe to call again."""
-        if self._closed:
-            return
-        self._closed = True
-        storage, self._storage = self._storage, None
-        if storage is not None:
-            self._portal.run(storage.aclose())
-        if getattr(self, "_owns_executor", False):
-            self.executor.close()
+        if self._storage is not None and not self._closed:
+            self._portal.run(self._storage.aclose())  # refused on turnkit's loop: nothing changed
+        self._release()
+
+    async def aclose(self) -> None:
+        """Async twin of ``close``: releases the storage without blocking the event loop."""
+        if self._storage is not None and not self._closed:
+            await self._portal.arun(self._storage.aclose())
+        self._release()
 
     def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _release(self) -> None:
+        """Mark the agent closed, forget its (closed) storage, close its own executor."""
+        if self._closed:
+            return
+        self._closed = True
+        self._storage = None
+        if getattr(self, "_owns_executor", False):
+            self.executor.close()
 
     # --- inside the private loop ------------------------------------------------------------
 
@@ -227,9 +262,11 @@ class Agent:
         finally:
             self._lock.release()
 
-    async def _timed(self, run: Any, timeout: float) -> Response:
+    async def _timed(self, run: Callable[[], Awaitable[Response]], timeout: float) -> Response:
+        """``run()`` within ``timeout`` seconds (made here: a run refused before it starts leaves
+        no coroutine behind that was never awaited)."""
         try:
-            return await asyncio.wait_for(run, timeout)
+            return await asyncio.wait_for(run(), timeout)
         except TimeoutError:
             raise AgentTimeout(
                 f"the turn took longer than {timeout:g} s and was cancelled; the agent is ready"
@@ -273,7 +310,13 @@ class Agent:
             before = list((await self.graph.aget_state(config)).values.get("messages") or [])
         seen = {m.id: m.content for m in before}
         context = TurnContext(caller=self.caller)
-        result: Any = await self.graph.ainvoke(request, config, context=context)
+        try:
+            result: Any = await self.graph.ainvoke(request, config, context=context)
+        except Exception as exc:  # translated, never swallowed; the checkpoints stay as they are
+            error = model_error(exc, self.model)
+            if error is None:
+                raise
+            raise error from exc
         messages = result.get("messages", [])
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         new = [m for m in messages[start + 1 :] if seen.get(m.id, _UNSEEN) != m.content]
