@@ -43,9 +43,13 @@ def blocks(language: str) -> list[tuple[str, str]]:
 
 PYTHON = blocks("python")
 SHELL = {
-    "Two commands": "CI (.ci/run) runs the run command and the test command verbatim",
-    "4. Studio.": "tests/test_studio.py starts langgraph dev with these variables and flags",
+    "Two commands": "tests/test_cli.py::"
+    "test_ci_runs_the_readme_commands_which_install_what_ci_checks_and_run_every_test",
+    "4. Studio.": "tests/test_studio.py::"
+    "test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume",
 }
+"""The test that runs each ``sh`` block (by the README heading above it): it must exist, and its
+file must set every variable and pass every ``--flag`` the block does."""
 
 
 def answer_anything(body: dict[str, Any]) -> Any:
@@ -93,3 +97,16 @@ def test_the_readme_has_python_blocks_and_every_shell_block_is_run_somewhere():
     assert len(PYTHON) >= 5
     unknown = [heading for heading, _ in blocks("sh") if heading not in SHELL]
     assert unknown == [], f"give these README sh blocks a test, and a line in SHELL: {unknown}"
+
+
+@pytest.mark.parametrize("heading", sorted(SHELL))
+def test_the_test_named_for_a_shell_block_exists_and_runs_it_as_written(heading):
+    code = "\n".join(code for above, code in blocks("sh") if above == heading)
+    path, _, name = SHELL[heading].partition("::")
+    source = (ROOT / path).read_text()
+    assert f"def {name}(" in source, f"SHELL names {SHELL[heading]!r}, which does not exist"
+    variables = re.findall(r"\b([A-Z][A-Z0-9_]+)=(\S+)", code)
+    flags = re.findall(r"(?<!\S)(--[a-z][a-z-]*)", code)
+    missing = [f"{k}={v}" for k, v in variables if not re.search(rf"{k}\W+{v}\b", source)]
+    missing += [flag for flag in flags if f'"{flag}"' not in source]
+    assert missing == [], f"{path} does not run the block under {heading!r} with {missing}"
