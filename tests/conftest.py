@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from _modes import RUN_MODES, Turns
+from _openai_server import OpenAIServer
 from _shop import Shop
 from turnkit import Caller, Registry, StaticPermissions
 from turnkit.registry.executor import Executor
@@ -160,3 +161,19 @@ def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:
         )
 
     return Turns(url, request.param, executor, ledger=ledger, checks=executor(ledger))
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    """The scripted OpenAI-compatible server (HTTP/1.1, keep-alive); the test must use every
+    reply it scripts, and the server must have seen no malformed request."""
+    with OpenAIServer() as running:
+        yield running
+    running.assert_done()
+
+
+@pytest.fixture
+def no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real key or endpoint leaks in: every model of the test talks to a local server."""
+    for name in [n for n in os.environ if n.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)

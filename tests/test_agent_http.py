@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from _openai_server import OpenAIServer, call, reply
+from _openai_server import call, reply
 from _shop import Shop
 from _weather import get_time, get_weather
 from turnkit import (
@@ -38,6 +37,8 @@ from turnkit.agent.local_tools import LocalModule
 from turnkit.agent.models import resolve_model
 from turnkit.agent.structured import instruction
 
+pytestmark = pytest.mark.usefixtures("no_openai_environment")
+
 CONTROL = ("dry_run", "confirm_token", "idempotency_key")
 READER = Caller.key("key-r", user_id="alice", scopes={"shop.products:read"})
 WRITER = Caller.key("key-w", user_id="alice", scopes={"shop.products:read", "shop.products:write"})
@@ -47,21 +48,6 @@ WRITER = Caller.key("key-w", user_id="alice", scopes={"shop.products:read", "sho
 def get_forecast(city: str) -> list[dict[str, Any]]:
     """A 30-day forecast: far more than the model may receive."""
     return [{"city": city, "day": day, "sky": "sunny", "high": 22} for day in range(30)]
-
-
-@pytest.fixture(autouse=True)
-def _no_openai_environment(monkeypatch):
-    """No real key or endpoint leaks in: every model here talks to the local server."""
-    for name in [n for n in os.environ if n.startswith("OPENAI_")]:
-        monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def server():
-    """The scripted chat.completions server; it must end with no errors and no unused replies."""
-    with OpenAIServer() as running:
-        yield running
-    running.assert_done()
 
 
 @pytest.fixture

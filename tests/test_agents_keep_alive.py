@@ -7,7 +7,6 @@ one: the application may await the same ``ChatOpenAI`` on its own loop in betwee
 from __future__ import annotations
 
 import asyncio
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
@@ -17,18 +16,7 @@ from langchain_openai import ChatOpenAI
 from _openai_server import OpenAIServer
 from turnkit import Agent, AgentPool, ModelError, chat
 
-
-@pytest.fixture(autouse=True)
-def _no_openai_environment(monkeypatch):
-    for name in [n for n in os.environ if n.startswith("OPENAI_")]:
-        monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def server():
-    with OpenAIServer() as running:
-        yield running
-    running.assert_done()
+pytestmark = pytest.mark.usefixtures("no_openai_environment")
 
 
 def agent(server: OpenAIServer, *, streaming: bool = False) -> Agent:

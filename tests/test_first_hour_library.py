@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
 import pytest
 
@@ -23,14 +22,10 @@ from turnkit import (
 )
 from turnkit.agent.models import resolve_model
 
+pytestmark = pytest.mark.usefixtures("no_openai_environment")
+
 DOWN = "http://127.0.0.1:9/v1"
 """A base URL where no server listens (the discard port)."""
-
-
-@pytest.fixture(autouse=True)
-def _no_openai_environment(monkeypatch):
-    for name in [n for n in os.environ if n.startswith("OPENAI_")]:
-        monkeypatch.delenv(name)
 
 
 @pytest.mark.parametrize(

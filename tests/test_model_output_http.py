@@ -6,7 +6,6 @@ refuses tool messages that answer no call)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -25,13 +24,6 @@ KEY = TurnContext(caller=Caller.key("key-1", user_id="alice", scopes=SCOPES))
 ALICE = TurnContext(caller=Caller.session("alice"))
 CONFIG = {"configurable": {"thread_id": "http-1"}}
 CUT = '{"prices": [{"sku": "TEA-0001", "price": 35'
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as running:
-        yield running
-    running.assert_done()
 
 
 def model(server: OpenAIServer, *, streaming: bool = False) -> ChatOpenAI:
