@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from turnkit.registry.caller import Caller
+from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.registry.ledger.records import (
     Confirmation,
     ConfirmationStatus,
@@ -76,6 +77,11 @@ class Ledger(ABC):
         """Create the tables when they do not exist (safe to call again)."""
         for statement in TABLES:
             self._run(statement)
+
+    @property
+    def keys(self) -> ApiKeys:
+        """The API keys kept in this ledger's database (``turnkit keys``, ``turnkit serve``)."""
+        return ApiKeys(self)
 
     # --- settings ---------------------------------------------------------------------------
 

@@ -58,6 +58,18 @@ TABLES = (
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS turnkit_api_keys (
+        id TEXT PRIMARY KEY,
+        secret_hash TEXT NOT NULL UNIQUE,
+        user_id TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        allow TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION,
+        revoked_at DOUBLE PRECISION
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS turnkit_audit (
         id TEXT PRIMARY KEY,
         at DOUBLE PRECISION NOT NULL,

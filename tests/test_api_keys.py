@@ -1,0 +1,89 @@
+"""API keys in the ledger: shown once, kept as a hash, found by secret, revoked and expired at once
+on every backend (and for every process on the same database)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from turnkit import Caller
+from turnkit.errors import CallerError
+from turnkit.registry.ledger import open_ledger
+from turnkit.registry.ledger.keys import looks_like_key
+
+
+@pytest.fixture
+def keys(ledger_url):
+    ledger = open_ledger(ledger_url)
+    ledger.setup()
+    yield ledger.keys
+    ledger.close()
+
+
+def test_a_key_is_found_by_its_secret_and_becomes_its_owners_key_caller(keys):
+    key, secret = keys.create("alice", {"shop.products:read"}, allow={"shop.list_products"})
+    assert looks_like_key(secret)
+    assert secret.startswith("tk_")
+    assert len(secret) == 46
+    found = keys.by_secret(secret)
+    assert found == key
+    assert found.caller == Caller.key(key.id, scopes={"shop.products:read"}, user_id="alice")
+    assert found.allowed == frozenset({"shop.list_products"})
+    assert keys.get(key.id) == key
+    assert keys.list() == [key]
+
+
+def test_only_the_hash_of_the_secret_is_stored(keys, ledger_url):
+    _, secret = keys.create("alice", {"shop.products:read"})
+    rows = keys.ledger._rows("SELECT * FROM turnkit_api_keys")
+    stored = " ".join(map(str, rows[0]))
+    assert secret not in stored
+    assert secret[3:] not in stored
+    assert hashlib.sha256(secret.encode()).hexdigest() in stored
+
+
+def test_unknown_malformed_and_other_secrets_find_nothing(keys):
+    _, secret = keys.create("alice", set())
+    for wrong in ("", "tk_", secret[:-1], secret + "x", secret.upper(), "Bearer " + secret,
+                  "tk_" + "A" * 43, "x" * 10_000):  # fmt: skip
+        assert keys.by_secret(wrong) is None
+
+
+def test_a_revoked_key_is_refused_and_revoking_twice_says_so(keys):
+    key, secret = keys.create("alice", set())
+    assert keys.by_secret(secret).refused(now=key.created_at) is None
+    assert keys.revoke(key.id) is True
+    assert keys.revoke(key.id) is False
+    assert keys.revoke("key_unknown") is False
+    assert "was revoked" in keys.by_secret(secret).refused(now=key.created_at)
+
+
+def test_a_key_expires_after_its_time(keys):
+    key, secret = keys.create("alice", set(), expires_in=60, now=1000.0)
+    assert key.expires_at == 1060.0
+    assert keys.by_secret(secret).refused(now=1059.9) is None
+    assert "expired at" in keys.by_secret(secret).refused(now=1060.0)
+
+
+@pytest.mark.parametrize(
+    ("user", "scopes", "options", "said"),
+    [
+        ("", set(), {}, "user"),
+        ("alice", {"no scope"}, {}, "scope"),
+        ("alice", set(), {"allow": set()}, "allow list"),
+        ("alice", set(), {"expires_in": 0}, "expires"),
+        ("alice", set(), {"expires_in": float("nan")}, "expires"),
+        ("alice", set(), {"expires_in": 1e12}, "expires"),
+    ],
+)
+def test_a_bad_key_is_refused_and_nothing_is_stored(keys, user, scopes, options, said):
+    with pytest.raises(CallerError, match=said):
+        keys.create(user, scopes, **options)
+    assert keys.list() == []
+
+
+def test_every_key_is_listed_oldest_first_without_secrets(keys):
+    made = [keys.create(user, set(), now=at)[0] for user, at in (("b", 2.0), ("a", 1.0))]
+    assert keys.list() == [made[1], made[0]]
+    assert "secret" not in str(keys.list()[0].as_dict())
