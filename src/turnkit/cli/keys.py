@@ -1,0 +1,130 @@
+"""``turnkit keys create|list|revoke``: the API keys REST and MCP callers carry.
+
+A key is kept in the ledger's database (the ``--db`` every other command and ``turnkit serve``
+use), only as a hash: its secret is printed once, by ``create``, and never again. Revoking takes
+effect at the next request, in every process serving that database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from turnkit.cli.options import USAGE, Db, console, friendly, records
+from turnkit.registry.ledger.records import iso
+
+app = typer.Typer(help="API keys for REST and MCP callers.", no_args_is_help=True)
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+"""The units ``--expires-in`` takes: ``90s``, ``30m``, ``12h``, ``30d``, ``2w``."""
+Json = Annotated[bool, typer.Option("--json", help="JSON, for scripts.")]
+
+
+@app.command()
+def create(
+    user: Annotated[str, typer.Option(help="The owner: whose permissions the key's calls use.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(help="A scope the key carries, e.g. catalogue.products:read (repeatable)."),
+    ] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(help="The only tools the key may use, by name (repeatable); default: all."),
+    ] = None,
+    expires_in: Annotated[
+        str | None, typer.Option(help="How long the key works: 90m, 12h, 30d, 2w; default never.")
+    ] = None,
+    db: Db = None,
+    as_json: Json = False,
+) -> None:
+    """Make a key and print its secret, once: store it now, it cannot be shown again."""
+    seconds = None if expires_in is None else _seconds(expires_in)
+    opened = records(db)
+    try:
+        with friendly():
+            key, secret = opened.storage.ledger.keys.create(
+                user, scope or [], allow=allow, expires_in=seconds
+            )
+    finally:
+        opened.close()
+    if as_json:
+        typer.echo(json.dumps({**key.as_dict(), "secret": secret}))
+        return
+    until = "never expires" if key.expires_at is None else f"expires {iso(key.expires_at)}"
+    console.print(f"key [bold]{key.id}[/] for {escape(key.user_id)} · {until}")
+    console.print(f"scopes: {escape(', '.join(sorted(key.scopes)) or '(none: system tools only)')}")
+    if key.allow is not None:
+        console.print(f"allowed tools: {escape(', '.join(sorted(key.allow)))}")
+    console.print("[yellow]the secret, shown this once (store it now):[/]")
+    typer.echo(secret)
+    console.print("[dim]send it as: Authorization: Bearer <secret>[/]")
+
+
+@app.command("list")
+def list_(db: Db = None, as_json: Json = False) -> None:
+    """Every key: id, owner, scopes, allowed tools, expiry, revocation (never a secret)."""
+    opened = records(db)
+    try:
+        found = opened.storage.ledger.keys.list()
+    finally:
+        opened.close()
+    if as_json:
+        typer.echo(json.dumps([key.as_dict() for key in found]))
+        return
+    if not found:
+        console.print("no keys yet: `turnkit keys create --user USER --scope SCOPE` makes one")
+        return
+    now = time.time()
+    table = Table(title="keys", title_justify="left")
+    for column in ("id", "user", "scopes", "allow", "expires", "status"):
+        table.add_column(column, no_wrap=column == "id", overflow="fold")
+    for key in found:
+        table.add_row(
+            key.id,
+            key.user_id,
+            " ".join(sorted(key.scopes)) or "-",
+            "all" if key.allow is None else " ".join(sorted(key.allow)),
+            "never" if key.expires_at is None else iso(key.expires_at),
+            "active" if key.refused(now) is None else ("revoked" if key.revoked_at else "expired"),
+        )
+    console.print(table)
+
+
+@app.command()
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (key_...).")], db: Db = None
+) -> None:
+    """Revoke a key: every request that carries it is refused from now on."""
+    opened = records(db)
+    try:
+        keys = opened.storage.ledger.keys
+        key = keys.get(key_id.strip())
+        if key is None:
+            console.print(f"[red]no key {key_id!r}[/]: `turnkit keys list` shows the ids")
+            raise typer.Exit(USAGE)
+        if keys.revoke(key.id):
+            console.print(f"revoked {key.id} ({escape(key.user_id)}'s): it is refused from now on")
+        else:
+            console.print(
+                f"{key.id} was revoked before, at {iso(key.revoked_at or 0)}; nothing changed"
+            )
+    finally:
+        opened.close()
+
+
+def _seconds(text: str) -> float:
+    """``--expires-in``: a whole number and a unit (``30d``); a person's typo ends the command."""
+    match = re.fullmatch(r"\s*(\d{1,6})\s*([smhdw])\s*", text.lower())
+    if match is None or int(match[1]) == 0:
+        console.print(
+            f"[red]--expires-in {text!r} is not a duration[/]: give a whole number and a unit,"
+            " e.g. 90m, 12h, 30d or 2w"
+        )
+        raise typer.Exit(USAGE)
+    return int(match[1]) * UNITS[match[2]]
