@@ -1,0 +1,118 @@
+"""``create_app``: the REST API and the MCP server as one ASGI app (FastAPI)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.keys import ApiKeys
+from turnkit.server import problems, rest
+from turnkit.server.auth import Ran
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    executor: Executor,
+    *,
+    keys: ApiKeys | None = None,
+    mcp_path: str | None = "/mcp",
+    max_body_bytes: int = 1_000_000,
+) -> FastAPI:
+    """The app serving ``executor``'s tools to API-key callers.
+
+    Args:
+        executor: runs every call (its ledger holds confirmations, idempotency and the audit).
+        keys: where bearer keys are looked up; default ``executor.ledger.keys``.
+        mcp_path: where the MCP server (Streamable HTTP) is mounted; None for REST only.
+        max_body_bytes: larger request bodies are refused with 413.
+
+    Returns:
+        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/healthz``, ``/openapi.json`` and
+        ``/docs``. Its lifespan must run (uvicorn does; a host app mounting it enters
+        ``app.router.lifespan_context``) when MCP is mounted.
+
+    Example:
+        >>> from turnkit import Registry
+        >>> app = create_app(Executor(Registry()), mcp_path=None)
+        >>> sorted(path for path in app.openapi()["paths"] if path.startswith("/v1/tools"))
+        ['/v1/tools', '/v1/tools/{name}', '/v1/tools/{name}/invoke']
+    """
+    keys = executor.ledger.keys if keys is None else keys
+    lifespans = []
+    mounted = None
+    if mcp_path is not None:
+        from turnkit.server.mcp import mcp_app  # the mcp SDK is imported only when it is served
+
+        mounted, mcp_lifespan = mcp_app(executor, keys)
+        lifespans.append(mcp_lifespan)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for entered in lifespans:
+                await stack.enter_async_context(entered())
+            yield
+
+    app = FastAPI(
+        title="turnkit",
+        summary="Governed tools for API-key callers: REST under /v1"
+        + (f", MCP at {mcp_path}" if mcp_path else ""),
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.state.executor = executor
+    app.state.keys = keys
+    problems.install(app)
+    app.include_router(rest.router)
+    app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
+    if mounted is not None and mcp_path is not None:  # "/mcp" itself too, without a redirect
+        app.router.routes.append(Route(mcp_path, mounted, include_in_schema=False))
+        app.mount(mcp_path, mounted)
+    return app
+
+
+async def healthz(executor: Ran) -> dict[str, str]:
+    """``{"status": "ok"}`` when the ledger's database answers (a 500 problem otherwise)."""
+    await executor.ledger.asettings()
+    return {"status": "ok"}
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with a 413 problem document.
+
+    A declared ``Content-Length`` over the limit is answered at once; a body sent in chunks is
+    counted as it is read, and the read that crosses the limit raises the 413 in the handler.
+    (FastAPI's own ``max_body_size`` answers a declared length in plain text, replacing even a
+    problem response: measured with FastAPI 0.165, hence these few lines.)
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.limit:
+            detail = f"the request body is over {self.limit} bytes, more than this server accepts"
+            await problems.problem(413, detail)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, f"the request body is over {self.limit} bytes")
+            return message
+
+        await self.app(scope, counted, send)

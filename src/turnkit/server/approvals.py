@@ -1,0 +1,148 @@
+"""``/v1/confirmations``: the held writes a key may decide, read and decided over REST.
+
+A key may see and decide the confirmations it was held under, and every pending one when its
+owner holds ``system.confirm_any`` (the executor's rule for deciding; ``executor.aconfirm`` checks
+it again). Deciding is the executor's atomic ledger update: the write runs at most once, whoever
+decides first, from whichever process.
+
+Answers: 200 with the confirmation resource when this request decided it (its ``outcome`` says
+what the write did); 409 ``already_decided`` when it had been decided before (the problem carries
+the stored ``outcome``, and nothing runs again); 410 when it expired; a refused decision (not
+this key's, an edit that fails the tool's schema) is a problem and leaves it pending.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from turnkit.registry.answers import is_error
+from turnkit.registry.caller import apermissions_now
+from turnkit.registry.confirmations import CONFIRM_ANY
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.keys import ApiKey
+from turnkit.registry.ledger.records import Confirmation
+from turnkit.server import problems
+from turnkit.server.auth import Key, Ran
+from turnkit.server.views import Missing, confirmation_view
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/confirmations", tags=["confirmations"])
+_UUID = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+
+
+class Rejection(BaseModel):
+    """The optional body of a rejection."""
+
+    model_config = ConfigDict(extra="forbid")
+    message: str | None = Field(None, max_length=2000, description="Why (told to the caller).")
+
+
+class Edit(BaseModel):
+    """The body of an edit: the new input for the same tool, validated again."""
+
+    model_config = ConfigDict(extra="forbid")
+    arguments: dict[str, Any] = Field(description="The new input object.")
+
+
+@router.get("")
+async def list_confirmations(request: Request, key: Key, executor: Ran) -> list[dict[str, Any]]:
+    """The pending, unexpired confirmations this key may decide, oldest first."""
+    everyone = await _decides_for_anyone(executor, key)
+    found = await executor.ledger.alist_confirmations(
+        status="pending", caller=None if everyone else key.caller
+    )
+    now = executor.clock()
+    return [confirmation_view(held, request) for held in found if held.expires_at > now]
+
+
+@router.get("/{confirmation_id}")
+async def get_confirmation(
+    confirmation_id: str, request: Request, key: Key, executor: Ran
+) -> dict[str, Any]:
+    """One confirmation this key may decide, as it stands now."""
+    held = await _found(executor, confirmation_id)
+    await _check_decider(executor, key, held)
+    return confirmation_view(held, request)
+
+
+@router.post("/{confirmation_id}/approve")
+async def approve(confirmation_id: str, request: Request, key: Key, executor: Ran) -> Response:
+    """Run the held call as it is."""
+    return await _decide(confirmation_id, {"action": "approve"}, request, key, executor)
+
+
+@router.post("/{confirmation_id}/reject")
+async def reject(
+    confirmation_id: str,
+    request: Request,
+    key: Key,
+    executor: Ran,
+    body: Rejection | None = None,
+) -> Response:
+    """Run nothing; the optional ``message`` says why."""
+    decision = {"action": "reject", "message": None if body is None else body.message}
+    return await _decide(confirmation_id, decision, request, key, executor)
+
+
+@router.post("/{confirmation_id}/edit")
+async def edit(
+    confirmation_id: str, body: Edit, request: Request, key: Key, executor: Ran
+) -> Response:
+    """Run the same tool with new ``arguments`` (refused, and nothing applied, when invalid)."""
+    decision = {"action": "edit", "arguments": body.arguments}
+    return await _decide(confirmation_id, decision, request, key, executor)
+
+
+async def _decide(
+    confirmation_id: str, decision: dict[str, Any], request: Request, key: ApiKey, executor: Ran
+) -> Response:
+    before = await _found(executor, confirmation_id)
+    await _check_decider(executor, key, before)
+    answer = await executor.aconfirm(before.id, key.caller, decision, allow=key.allowed)
+    after = await executor.aconfirmation(before.id)
+    if after is None or after.status in ("pending", "expired"):
+        # refused and still pending (an invalid edit, a rate limit), or expired: the answer says
+        return problems.answer_problem(answer) if is_error(answer) else JSONResponse(answer)
+    view = confirmation_view(after, request)
+    if before.status != "pending":
+        return problems.problem(
+            409,
+            f"confirmation {after.id!r} was already decided ({after.status}); nothing ran again:"
+            " its outcome is in 'outcome'",
+            code="already_decided",
+            outcome=after.outcome,
+            confirmation=view,
+        )
+    return JSONResponse(view)
+
+
+async def _found(executor: Executor, confirmation_id: str) -> Confirmation:
+    held = None
+    if _UUID.fullmatch(confirmation_id):
+        held = await executor.aconfirmation(confirmation_id)
+    if held is None:
+        raise Missing(f"no confirmation {confirmation_id[:80]!r}")
+    return held
+
+
+async def _check_decider(executor: Executor, key: ApiKey, held: Confirmation) -> None:
+    """A 403 unless the key was held itself or its owner may decide for anyone (the rule
+    ``executor.aconfirm`` applies again when deciding)."""
+    if held.caller.identity != key.caller.identity and not await _decides_for_anyone(executor, key):
+        raise HTTPException(
+            403,
+            f"confirmation {held.id!r} was held for another caller; only they, or someone with"
+            f" the permission {CONFIRM_ANY!r}, may see and decide it",
+        )
+
+
+async def _decides_for_anyone(executor: Executor, key: ApiKey) -> bool:
+    """Whether the key's owner may decide confirmations held for others, now."""
+    return CONFIRM_ANY in await apermissions_now(executor.permissions, key.caller)

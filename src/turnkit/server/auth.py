@@ -1,0 +1,63 @@
+"""Who is calling: ``Authorization: Bearer tk_...`` becomes the ``ApiKey`` it names.
+
+The key is looked up in the ledger's database on every request (no cache in the process), so a
+key revoked by ``turnkit keys revoke``, or one whose time ran out, is refused by the next request
+in every server process. Whatever is wrong with the bearer (missing, malformed, unknown, revoked,
+expired) is a 401 problem with ``WWW-Authenticate: Bearer``; revoked and expired keys say so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+
+__all__ = ["Key", "Ran", "api_key", "executor_of"]
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key from `turnkit keys create`: `Authorization: Bearer tk_...`",
+)
+
+
+def executor_of(request: Request) -> Executor:
+    """The executor the app was created with."""
+    executor: Executor = request.app.state.executor
+    return executor
+
+
+async def api_key(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> ApiKey:
+    """The usable key the request's bearer names; a 401 problem otherwise."""
+    if credentials is None:
+        raise _refused(
+            "send an API key: 'Authorization: Bearer tk_...' (make one with turnkit keys create)",
+            challenge="Bearer",
+        )
+    keys: ApiKeys = request.app.state.keys
+    key = await keys.aby_secret(credentials.credentials)
+    if key is None:
+        raise _refused("the bearer is not a known API key")
+    reason = key.refused(executor_of(request).clock())
+    if reason is not None:
+        raise _refused(reason + "; make a new key with turnkit keys create")
+    return key
+
+
+def _refused(detail: str, *, challenge: str = 'Bearer error="invalid_token"') -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": challenge})
+
+
+Key = Annotated[ApiKey, Depends(api_key)]
+"""A route parameter: the request's usable API key."""
+
+Ran = Annotated[Executor, Depends(executor_of)]
+"""A route parameter: the executor every call runs through."""

@@ -1,0 +1,187 @@
+"""MCP at ``/mcp``: the registry served to API-key holders with the official SDK (DESIGN §9).
+
+``mcp_app(executor, keys)`` gives the Streamable HTTP ASGI app and the lifespan its host enters.
+Built from the SDK's own parts: the low-level ``Server`` (``tools/list``, ``tools/call``), its
+bearer middleware with a token verifier that looks the key up in the ledger on **every request**
+(an unknown, revoked or expired key is 401 at once, in every process sharing the ledger), and its
+session manager in stateless JSON mode, so any process on the ledger answers any request.
+
+What a key sees and runs is decided by the executor, now, as over REST (``mcp_tools``). A write
+that must wait for a person answers with its confirmation; a person decides it **out of band**
+(REST ``POST /v1/confirmations/{id}/approve``, ``turnkit confirmations approve ID``), and the
+caller reads the outcome with ``system_get_confirmation``.
+
+There is deliberately no way to approve through MCP: no approval tool, and no elicitation. An
+elicitation answer is relayed by the client, and a headless client would approve its own write;
+a person's yes must come from a person, through a surface that authenticates them.
+
+Mount it at a path of its own (it answers on any path it is given)::
+
+    mcp, lifespan = mcp_app(executor, ApiKeys(ledger))
+    app.router.routes.append(Route("/mcp", mcp))  # or app.mount("/mcp", mcp): then "/mcp/"
+    # and in the host's lifespan: async with lifespan(): ...
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from mcp import types
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from pydantic import ConfigDict
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.server.mcp_tools import McpTools
+
+__all__ = ["KeyToken", "KeyVerifier", "mcp_app", "mcp_server", "request_key"]
+
+log = logging.getLogger("turnkit.server.mcp")
+
+SERVER_NAME = "turnkit"
+MAX_BODY = 1024 * 1024
+"""The largest request body accepted (bytes); a larger one is answered 413 before it is read."""
+
+
+class KeyToken(AccessToken):
+    """The SDK's access token, carrying the API key it was made from."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    key: ApiKey
+    """The key as the ledger holds it at this request."""
+
+
+class KeyVerifier:
+    """The SDK's ``TokenVerifier`` for turnkit API keys, asked on every request."""
+
+    def __init__(self, keys: ApiKeys, clock: Callable[[], float] = time.time) -> None:
+        self.keys = keys
+        self.clock = clock
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The key's token, or None for an unknown, revoked or expired key (a 401)."""
+        key = await self.keys.aby_secret(token)
+        if key is None:
+            return None
+        refused = key.refused(self.clock())
+        if refused is not None:
+            log.info("MCP request refused: %s", refused)
+            return None
+        return KeyToken(
+            token=token, client_id=key.id, subject=key.user_id, scopes=sorted(key.scopes), key=key
+        )
+
+
+def request_key(ctx: ServerRequestContext[Any, Any] | None = None) -> ApiKey | None:
+    """The API key of the request being handled, or None when it came without one.
+
+    The SDK sets the token in a context variable for requests served in the request's own task
+    (protocol 2026-07-28); older clients are served in another task, where the HTTP request of
+    ``ctx`` still carries it.
+    """
+    token = get_access_token()
+    if token is None and ctx is not None and isinstance(ctx.request, Request):
+        user = ctx.request.scope.get("user")
+        token = user.access_token if isinstance(user, AuthenticatedUser) else None
+    return token.key if isinstance(token, KeyToken) else None
+
+
+def mcp_server(executor: Executor) -> Server[Any]:
+    """The low-level MCP server of ``executor``'s registry, for the request's key.
+
+    Without a transport in front it has no keys: the SDK's in-memory client (tests) reaches it
+    with the token the ``KeyVerifier`` made set in the SDK's auth context.
+    """
+    tools = McpTools(executor)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return await tools.list_tools(request_key(ctx))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await tools.call_tool(request_key(ctx), params.name, params.arguments)
+
+    return Server(
+        SERVER_NAME,
+        title="turnkit tools",
+        instructions=(
+            "Tools of this application, as your API key allows now. A write may wait for a"
+            " person's confirmation: it answers with a confirmation id, a person decides it"
+            " elsewhere, and system_get_confirmation tells you the outcome."
+        ),
+        get_tool_input_schema=tools.input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+class _Endpoint:
+    """The SDK's Streamable HTTP handling, with a new session manager each time the lifespan is
+    entered (the SDK's manager runs once; a host may start and stop more than once)."""
+
+    def __init__(self, server: Server[Any]) -> None:
+        self.server = server
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        manager = StreamableHTTPSessionManager(
+            app=self.server, json_response=True, stateless=True, max_request_body_size=MAX_BODY
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._manager is None:
+            raise RuntimeError(
+                "the MCP app's lifespan is not running: enter the lifespan mcp_app() returned"
+                " in the host application's own lifespan"
+            )
+        await self._manager.handle_request(scope, receive, send)
+
+
+def mcp_app(
+    executor: Executor, keys: ApiKeys
+) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The Streamable HTTP ASGI app serving ``executor``'s tools to ``keys``, and its lifespan.
+
+    Mount the app at ``/mcp`` and enter the lifespan in the host's own lifespan. Every request
+    needs ``Authorization: Bearer tk_...`` of a key in ``keys`` that is neither revoked nor
+    expired, checked when the request arrives; otherwise it is answered 401.
+
+    Example:
+        >>> from turnkit import Registry
+        >>> executor = Executor(Registry())
+        >>> app, lifespan = mcp_app(executor, executor.ledger.keys)
+        >>> callable(app), callable(lifespan)
+        (True, True)
+    """
+    endpoint = _Endpoint(mcp_server(executor))
+    guarded = AuthContextMiddleware(RequireAuthMiddleware(endpoint, required_scopes=[]))
+    verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
+    app = AuthenticationMiddleware(guarded, backend=BearerAuthBackend(verifier))
+    return app, endpoint.lifespan

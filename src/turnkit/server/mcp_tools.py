@@ -1,0 +1,267 @@
+"""The registry as MCP shows it: tools as ``tools/list`` entries, answers as ``tools/call`` results.
+
+No transport and no authentication here (``turnkit.server.mcp`` brings both): every function takes
+the request's API key and asks the executor, so an MCP client sees exactly what the same key sees
+over REST, with rights checked now.
+
+- A tool is listed under its model name (``shop.list_products`` -> ``shop_list_products``), valid
+  for MCP and for model APIs alike; its annotations become the four MCP hints, each set.
+- Every executor error is a result with ``isError`` and the executor's message, never a protocol
+  error: a model reads it and can act on it.
+- A held write answers with its confirmation id, its expiry and where a person decides it; the
+  caller learns the outcome with ``system_get_confirmation``, which this module adds for keys.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcp import types
+
+from turnkit.registry.answers import Answer
+from turnkit.registry.caller import apermissions_now
+from turnkit.registry.confirmations import CONFIRM_ANY
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.keys import ApiKey
+from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.registry.names import model_name, model_names
+from turnkit.registry.tool import Annotations, Tool
+
+__all__ = ["GET_CONFIRMATION", "McpTools"]
+
+GET_CONFIRMATION = "system_get_confirmation"
+"""The MCP name of the tool that tells a key what became of a write it made that was held."""
+
+NO_KEY = (
+    "this MCP server needs an API key: send the header 'Authorization: Bearer tk_...'"
+    " (create a key with 'turnkit keys create')"
+)
+HELD = (
+    "Not done yet: this call waits for a person's confirmation {id} (until {expires_at})."
+    " A person decides it outside this conversation: 'POST /v1/confirmations/{id}/approve'"
+    " (or /reject) on this server, or 'turnkit confirmations approve {id}'."
+    ' Call {tool} with {{"confirmation_id": "{id}"}} to learn the outcome.'
+)
+UNKNOWN_CONFIRMATION = (
+    "no confirmation {id!r} made with this key: pass the confirmation_id a held call answered"
+)
+
+_HELD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["status", "confirmation_id", "expires_at"],
+    "properties": {
+        "executed": {"const": False},
+        "status": {"const": "confirmation_required"},
+        "confirmation_id": {"type": "string"},
+        "expires_at": {"type": "string", "format": "date-time"},
+        "decide": {"type": "object"},
+    },
+}
+_CONFIRMATION_INPUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["confirmation_id"],
+    "additionalProperties": False,
+    "properties": {
+        "confirmation_id": {"type": "string", "description": "The id a held call answered with."}
+    },
+}
+_CONFIRMATION_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["confirmation_id", "tool", "status", "expires_at", "outcome"],
+    "properties": {
+        "confirmation_id": {"type": "string"},
+        "tool": {"type": "string", "description": "The MCP name of the held tool."},
+        "status": {"enum": ["pending", "running", "done", "rejected", "expired"]},
+        "expires_at": {"type": "string", "format": "date-time"},
+        "decided_at": {"type": ["string", "null"], "format": "date-time"},
+        "outcome": {
+            "type": ["object", "null"],
+            "description": "The held call's answer once decided: what it returned, or why not.",
+        },
+    },
+}
+_GET_CONFIRMATION_TOOL = types.Tool(
+    name=GET_CONFIRMATION,
+    title="Get a confirmation",
+    description=(
+        "The status of a write that waited for a person's confirmation, and its outcome once a"
+        " person decided it (pending, running, done, rejected or expired). Pass the"
+        " confirmation_id a held call answered with."
+    ),
+    input_schema=_CONFIRMATION_INPUT,
+    output_schema=_CONFIRMATION_OUTPUT,
+    annotations=types.ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+
+class McpTools:
+    """What one executor's registry looks like to MCP clients holding API keys."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        by_model = model_names(executor.registry.tools, name_of=lambda tool: tool.name)
+        by_model.pop(GET_CONFIRMATION, None)  # ours: the registry cannot name a tool system.*
+        self._by_model = by_model
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool MCP calls ``name`` (no I/O), or None for no such tool."""
+        if name == GET_CONFIRMATION:
+            return _CONFIRMATION_INPUT
+        tool = self._by_model.get(name)
+        return None if tool is None else Executor.input_schema(tool)
+
+    async def list_tools(self, key: ApiKey | None) -> types.ListToolsResult:
+        """The tools ``key`` may use now, in the registry's order (none without a key)."""
+        if key is None:
+            return types.ListToolsResult(tools=[])
+        visible = await self.executor.avisible_for(key.caller, key.allowed)
+        shown = [
+            _listed(name, tool, self.executor.hold_rule(key.caller, tool))
+            for name, tool in model_names(visible, name_of=lambda tool: tool.name).items()
+            if name != GET_CONFIRMATION
+        ]
+        return types.ListToolsResult(tools=[_GET_CONFIRMATION_TOOL, *shown])
+
+    async def call_tool(
+        self, key: ApiKey | None, name: str, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        """Run ``name`` for ``key`` through the executor; its answer as an MCP result."""
+        if key is None:
+            return _error_result({"code": "forbidden", "message": NO_KEY, "details": {}})
+        if name == GET_CONFIRMATION:
+            return await self._get_confirmation(key, arguments or {})
+        tool = self._by_model.get(name)
+        answer = await self.executor.aexecute(
+            key.caller,
+            name if tool is None else tool.name,  # an unknown name: the executor answers (audited)
+            {} if arguments is None else arguments,
+            allow=key.allowed,
+        )
+        structured = tool is not None and _output_schema(tool, key) is not None
+        return _result(answer, structured=structured)
+
+    async def _get_confirmation(
+        self, key: ApiKey, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        confirmation_id = arguments.get("confirmation_id")
+        if not isinstance(confirmation_id, str) or set(arguments) != {"confirmation_id"}:
+            return _error_result(
+                {
+                    "code": "invalid_input",
+                    "message": "give exactly one argument, 'confirmation_id': the id (a string)"
+                    " a held call answered with",
+                    "details": {},
+                }
+            )
+        found = await self.executor.aconfirmation(confirmation_id)
+        if found is None or not await self._may_read(key, found):
+            message = UNKNOWN_CONFIRMATION.format(id=confirmation_id[:100])
+            return _error_result({"code": "not_found", "message": message, "details": {}})
+        status = _confirmation_status(found)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=_json(status))],
+            structured_content=status,
+        )
+
+    async def _may_read(self, key: ApiKey, confirmation: Confirmation) -> bool:
+        """The key that made the held call, or one whose owner may decide for anyone."""
+        if confirmation.caller.identity == key.caller.identity:
+            return True
+        return CONFIRM_ANY in await apermissions_now(self.executor.permissions, key.caller)
+
+
+def _listed(name: str, tool: Tool, hold: str) -> types.Tool:
+    annotations: Annotations = tool.annotations  # type: ignore[assignment]  # normalised when built
+    return types.Tool(
+        name=name,
+        title=tool.title,
+        description=tool.description or tool.title,
+        input_schema=Executor.input_schema(tool),
+        output_schema=_schema_for(tool, hold),
+        annotations=types.ToolAnnotations(
+            title=tool.title,
+            read_only_hint=annotations.read_only,
+            destructive_hint=annotations.destructive,
+            idempotent_hint=annotations.idempotent,
+            open_world_hint=annotations.open_world,
+        ),
+        _meta={"turnkit/name": tool.name, "turnkit/hold": hold},
+    )
+
+
+def _output_schema(tool: Tool, key: ApiKey) -> dict[str, Any] | None:
+    return _schema_for(tool, Executor.hold_rule(key.caller, tool))
+
+
+def _schema_for(tool: Tool, hold: str) -> dict[str, Any] | None:
+    """The declared output schema; where a call may be held, that or a held answer."""
+    if tool.output_schema is None:
+        return None
+    declared: Mapping[str, Any] = tool.output_schema  # type: ignore[assignment]  # a dict once built
+    if hold == "never":
+        return dict(declared)
+    either: dict[str, Any] = {"anyOf": [dict(declared), _HELD_SCHEMA]}
+    if declared.get("type") == "object":
+        either["type"] = "object"  # what clients of protocol 2025-11-25 require at the root
+    return either
+
+
+def _result(answer: Answer, *, structured: bool) -> types.CallToolResult:
+    status = answer.get("status")
+    if status == "ok":
+        result = answer["result"]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=_json(result))],
+            structured_content=result if structured else None,
+        )
+    if status == "confirmation_required":
+        held = {**answer, "decide": _decide(answer["confirmation_id"])}
+        text = HELD.format(
+            id=answer["confirmation_id"], expires_at=answer["expires_at"], tool=GET_CONFIRMATION
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=held if structured else None,
+        )
+    if status == "error":
+        return _error_result(answer["error"])
+    return types.CallToolResult(  # a rejection or a replay of one: the answer as it stands
+        content=[types.TextContent(type="text", text=_json(answer))], is_error=True
+    )
+
+
+def _error_result(error: dict[str, Any]) -> types.CallToolResult:
+    """The executor's message for a model to read; the whole error as structured content."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=error["message"])],
+        structured_content={"error": error},
+        is_error=True,
+    )
+
+
+def _decide(confirmation_id: str) -> dict[str, str]:
+    return {
+        "approve": f"POST /v1/confirmations/{confirmation_id}/approve",
+        "reject": f"POST /v1/confirmations/{confirmation_id}/reject",
+        "cli": f"turnkit confirmations approve {confirmation_id}",
+        "outcome": GET_CONFIRMATION,
+    }
+
+
+def _confirmation_status(confirmation: Confirmation) -> dict[str, Any]:
+    return {
+        "confirmation_id": confirmation.id,
+        "tool": model_name(confirmation.tool) or confirmation.tool,
+        "status": confirmation.status,
+        "expires_at": confirmation.expires_at_iso,
+        "decided_at": None if confirmation.decided_at is None else iso(confirmation.decided_at),
+        "outcome": confirmation.outcome,
+    }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,137 @@
+"""Errors as RFC 9457 problem documents (``application/problem+json``), in one place.
+
+A problem has ``type`` (``about:blank``: the HTTP status says what kind), ``title`` (the status
+phrase), ``status``, ``detail`` (the executor's message, or what was wrong with the request) and
+``code``: the executor's error code, or for a request refused before the executor an HTTP-level
+code (``unauthorized``, ``malformed_json``, ``unsupported_media_type``, ``payload_too_large``,
+``invalid_request``, ``not_found``, ``method_not_allowed``). An executor error also carries its
+``details`` (for example ``violations`` of an invalid input, ``retry_after`` of a rate limit).
+
+How executor codes map to statuses (``STATUS``); the three judgement calls:
+- ``confirmation_expired`` is **410 Gone**: the confirmation existed and can never be decided now.
+- ``tool_error`` is **422**: the tool refused this input for a reason of its domain (stock, state)
+  that the caller can act on; the gateway did not fail, so not 502.
+- ``outcome_unknown`` is **500** with the executor's message (not the generic text): the process
+  running the call stopped, and the caller must check the data before trying again.
+An ``internal_error`` is 500 with a generic text; its detail stays in the audit row.
+"""
+
+from __future__ import annotations
+
+import math
+from http import HTTPStatus
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from turnkit.registry.answers import Answer, ErrorCode
+
+__all__ = ["MEDIA_TYPE", "STATUS", "answer_problem", "install", "is_json", "problem"]
+
+MEDIA_TYPE: Final = "application/problem+json"
+
+STATUS: Final[dict[ErrorCode, int]] = {
+    "not_found": 404,
+    "forbidden": 403,
+    "invalid_input": 422,
+    "too_many_items": 422,
+    "idempotency_conflict": 422,
+    "in_progress": 409,
+    "rate_limited": 429,
+    "confirmation_expired": 410,
+    "internal_error": 500,
+    "timeout": 504,
+    "tool_error": 422,
+    "outcome_unknown": 500,
+}
+"""The HTTP status of each executor error code."""
+
+_HTTP_CODES: Final[dict[int, str]] = {
+    400: "malformed_json",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+}
+_GENERIC = "the server failed to answer this request; the error was logged"
+
+
+def problem(
+    status: int,
+    detail: str,
+    *,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """A problem document response; ``extra`` members are added beside the standard ones."""
+    body = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code or _HTTP_CODES.get(status, "error"),
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, headers=headers, media_type=MEDIA_TYPE)
+
+
+def answer_problem(answer: Answer, **extra: Any) -> JSONResponse:
+    """The problem document of an executor error answer (``{"status": "error", ...}``)."""
+    error = answer["error"]
+    code, details = error["code"], error.get("details") or {}
+    status = STATUS.get(code, 500)
+    headers = {}
+    retry_after = details.get("retry_after")
+    if code == "rate_limited" and isinstance(retry_after, int | float):
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    detail = _GENERIC if code == "internal_error" else str(error["message"])
+    return problem(status, detail, code=code, headers=headers, details=details, **extra)
+
+
+def install(app: FastAPI) -> None:
+    """Answer FastAPI's and Starlette's own errors, and any bug, with problem documents."""
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]  # Starlette's handler type is wider
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]  # the same
+    app.add_exception_handler(Exception, _bug)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route {request.method} {request.url.path[:200]!r}; the API is under /v1"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path[:200]!r}"
+    return problem(exc.status_code, detail, headers=dict(exc.headers or {}))
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    if any(error.get("type") == "json_invalid" for error in errors):
+        return problem(400, "the request body is not valid JSON")
+    if request.headers.get("content-length", "0") != "0" and not is_json(request):
+        return problem(415, "send the request body as JSON (Content-Type: application/json)")
+    shown = [
+        {"loc": [str(part) for part in error.get("loc", ())], "message": str(error.get("msg"))}
+        for error in errors[:10]
+    ]
+    listed = "; ".join(f"{'.'.join(e['loc'])}: {e['message']}" for e in shown)
+    return problem(422, f"the request does not match the API: {listed}", errors=shown)
+
+
+async def _bug(request: Request, exc: Exception) -> JSONResponse:
+    return problem(500, _GENERIC, code="internal_error")
+
+
+def is_json(request: Request) -> bool:
+    """Whether the request's content type is JSON (``application/json`` or ``*/*+json``)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )

@@ -1,0 +1,131 @@
+"""The REST API under ``/v1``: the key's tools, calls, and the confirmations it may decide.
+
+Every call goes through the executor's async methods with the key's caller and allow list, so
+rights are checked at call time and each request that addresses a tool leaves the executor's audit
+row (an unknown tool is audited as ``not_found``; a body that cannot be read is audited as
+``invalid_input`` after the tool and rights checks, which answer first).
+
+Answers map to HTTP (``problems.STATUS`` for errors): ok, dry runs and replays 200; a held write
+202 with the confirmation resource and ``Location``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkit.registry.answers import Answer, is_error
+from turnkit.server import approvals, problems, views
+from turnkit.server.auth import Key, Ran
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1")
+_BODY_FIELDS = ("input", "dry_run", "confirm_token")
+
+
+class InvokeBody(BaseModel):
+    """The body of ``POST /v1/tools/{name}/invoke``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: dict[str, Any] = Field(default_factory=dict, description="The tool's input.")
+    dry_run: bool = Field(False, description="Say what the call would do; do nothing.")
+    confirm_token: str | None = Field(None, description="A person's approval token.")
+
+
+_INVOKE_DOC = {
+    "requestBody": {
+        "required": False,
+        "content": {"application/json": {"schema": InvokeBody.model_json_schema()}},
+    }
+}
+
+
+@router.get("/tools", tags=["tools"])
+async def list_tools(key: Key, executor: Ran) -> list[views.ToolView]:
+    """The tools this key may use now, with their input schemas (without control fields)."""
+    tools = await executor.avisible_for(key.caller, key.allowed)
+    return [views.tool_view(tool, key.caller) for tool in tools]
+
+
+@router.get("/tools/{name}", tags=["tools"])
+async def get_tool(name: str, key: Key, executor: Ran) -> views.ToolView:
+    """One tool this key may use now (404 when there is none, or the key may not use it)."""
+    for tool in await executor.avisible_for(key.caller, key.allowed):
+        if tool.name == name:
+            return views.tool_view(tool, key.caller)
+    raise views.Missing(f"this key may use no tool named {name[:100]!r}; GET /v1/tools lists them")
+
+
+@router.post("/tools/{name}/invoke", tags=["tools"], openapi_extra=_INVOKE_DOC)
+async def invoke(
+    name: str,
+    request: Request,
+    key: Key,
+    executor: Ran,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Call a tool: 200 with the answer, 202 when a person must confirm, else a problem.
+
+    ``Idempotency-Key`` (IETF draft semantics): the same key with the same body replays the first
+    answer without running again (``Idempotent-Replayed: true``); with a different body it is
+    422; while the first call still runs it is 409. Keys are scoped to the API key and the tool
+    and kept in the ledger for good (no purge, so at least the draft's 24 h); an input that fails
+    validation is refused before the key is recorded, so a corrected retry may reuse it.
+    """
+    body, trouble = await _invoke_body(request)
+    control: dict[str, object] = {f: body[f] for f in _BODY_FIELDS[1:] if body.get(f) is not None}
+    if idempotency_key is not None:
+        control["idempotency_key"] = idempotency_key
+    # an unreadable body still goes through the executor (input None fails its step 3), so the
+    # tool and rights checks answer first and the call is audited
+    given = body.get("input", {}) if trouble is None else None
+    answer = await executor.aexecute(key.caller, name, given, control, allow=key.allowed)
+    if trouble is not None and is_error(answer, "invalid_input"):
+        return problems.problem(trouble[0], trouble[1], details=answer["error"]["details"])
+    return await _answered(request, executor, answer)
+
+
+async def _invoke_body(request: Request) -> tuple[dict[str, Any], tuple[int, str] | None]:
+    """The body as an object, or ``({}, (status, what is wrong))``."""
+    raw = await request.body()
+    if not raw:
+        return {}, None
+    if not problems.is_json(request):
+        return {}, (415, "send the body as JSON (Content-Type: application/json)")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}, (400, "the request body is not valid JSON")
+    if not isinstance(body, dict):
+        return {}, (422, 'the body is an object: {"input": {...}, "dry_run": false}')
+    unknown = sorted(str(field)[:40] for field in body if field not in _BODY_FIELDS)
+    if unknown:
+        return {}, (
+            422,
+            f"unknown body fields {unknown}: the body has 'input', 'dry_run' and"
+            " 'confirm_token'; an idempotency key travels in the Idempotency-Key header",
+        )
+    return body, None
+
+
+async def _answered(request: Request, executor: Ran, answer: Answer) -> Response:
+    """An executor answer as an HTTP response."""
+    replayed = {"Idempotent-Replayed": "true"} if answer.get("replayed") else {}
+    if is_error(answer):
+        return problems.answer_problem(answer)
+    if answer.get("status") == "confirmation_required":
+        held = await executor.aconfirmation(answer["confirmation_id"])
+        if held is not None:
+            view = views.confirmation_view(held, request)
+            location = {"Location": view["links"]["self"]}
+            return JSONResponse(view, status_code=202, headers=location | replayed)
+    return JSONResponse(answer, headers=replayed)
+
+
+router.include_router(approvals.router)

@@ -1,0 +1,90 @@
+"""What the REST API shows of a tool and of a confirmation (JSON data, described for OpenAPI)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException
+
+from turnkit.registry.caller import Caller
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.registry.names import model_name
+from turnkit.registry.tool import Tool
+
+__all__ = ["Missing", "ToolView", "confirmation_view", "tool_view"]
+
+_HELD = {"person": True, "always": True, "never": False}
+
+
+class ToolView(BaseModel):
+    """A tool as a key sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """The registry name (``shop.set_prices``): what ``/v1/tools/{name}`` takes."""
+    model_name: str | None
+    """The name shown to models and MCP clients (``shop_set_prices``)."""
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    """JSON Schema of the input, without the control fields."""
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, bool]
+    """``read_only``, ``destructive``, ``idempotent``, ``open_world``."""
+    hold_rule: str
+    """When calls wait for a person: ``always``, ``never``, ``batch``, ``input``, ..."""
+    would_hold: bool | None
+    """Whether a call would be held; null when it depends on the input (ask with dry_run)."""
+
+
+def tool_view(tool: Tool, caller: Caller) -> ToolView:
+    """What ``caller`` is told about ``tool``."""
+    rule = Executor.hold_rule(caller, tool)
+    output = tool.output_schema
+    return ToolView(
+        name=tool.name,
+        model_name=model_name(tool.name),
+        title=tool.title or tool.name,
+        description=tool.description,
+        input_schema=Executor.input_schema(tool),
+        output_schema=None if output is None else dict(output),  # type: ignore[arg-type]  # a dict once built
+        annotations=dataclasses.asdict(tool.annotations),  # type: ignore[arg-type]  # normalised when built
+        hold_rule=rule,
+        would_hold=_HELD.get(rule),
+    )
+
+
+def confirmation_view(held: Confirmation, request: Request) -> dict[str, Any]:
+    """The confirmation resource: what was held, its state, and where to decide it."""
+    base = f"{request.scope.get('root_path', '')}/v1/confirmations/{held.id}"
+    return {
+        "id": held.id,
+        "tool": held.tool,
+        "caller": held.caller.identity,
+        "input": held.input,
+        "status": held.status,
+        "created_at": iso(held.created_at),
+        "expires_at": iso(held.expires_at),
+        "decided_at": None if held.decided_at is None else iso(held.decided_at),
+        "decided_by": held.decided_by,
+        "decision": held.decision,
+        "outcome": held.outcome,
+        "links": {
+            "self": base,
+            "approve": f"{base}/approve",
+            "reject": f"{base}/reject",
+            "edit": f"{base}/edit",
+        },
+    }
+
+
+class Missing(HTTPException):
+    """A 404 problem with a detail saying what is missing."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(404, detail)

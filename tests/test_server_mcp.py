@@ -1,0 +1,544 @@
+"""MCP at ``/mcp``: the SDK's own client over real Streamable HTTP (uvicorn on 127.0.0.1), and its
+in-memory client, against ``turnkit.server.mcp``; on SQLite and PostgreSQL ledgers.
+
+A held write is decided out of band here with ``executor.aconfirm`` and the key's own caller:
+what ``POST /v1/confirmations/{id}/approve`` with that key does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.types import CallToolResult
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from turnkit import Registry
+from turnkit.registry.executor import Executor
+from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.registry.names import model_name
+from turnkit.registry.settings import Settings
+from turnkit.server import create_app
+from turnkit.server.mcp import KeyVerifier, mcp_app, mcp_server
+
+READ = "shop.products:read"
+WRITE = "shop.products:write"
+STOCK = "stock.levels:read"
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+LEVEL = {
+    "type": "object",
+    "required": ["sku", "level"],
+    "properties": {"sku": {"type": "string"}, "level": {"type": "integer"}},
+}
+
+
+class Stock:
+    """Module ``stock``: tools that declare an output schema (a read, and a write always held)."""
+
+    key = "stock"
+
+    def __init__(self) -> None:
+        self.cleared: list[str] = []
+
+    def clear_level(self, input: dict, ctx: Any) -> dict:
+        self.cleared.append(input["sku"])
+        return {"sku": input["sku"], "level": 0}
+
+    def api_tools(self) -> list[dict]:
+        sku = {"type": "object", "required": ["sku"], "properties": {"sku": {"type": "string"}}}
+        return [
+            {
+                "name": "stock.get_level",
+                "scope": STOCK,
+                "permission": "shop.view",
+                "handler": lambda input, ctx: {"sku": input["sku"], "level": 3},
+                "annotations": {"read_only": True, "idempotent": True},
+                "input_schema": sku,
+                "output_schema": LEVEL,
+            },
+            {
+                "name": "stock.clear_level",
+                "scope": STOCK,
+                "permission": "shop.manage",
+                "handler": self.clear_level,
+                "danger": "always",
+                "annotations": {"destructive": True, "open_world": True},
+                "input_schema": sku,
+                "output_schema": LEVEL,
+            },
+        ]
+
+
+@dataclass
+class Served:
+    """A uvicorn server on 127.0.0.1 hosting the MCP app at ``/mcp``."""
+
+    url: str
+    executor: Executor
+    keys: ApiKeys
+    stock: Stock
+
+    def key(self, user: str, *scopes: str, **options: Any) -> tuple[ApiKey, str]:
+        return self.keys.create(user, scopes, **options)
+
+
+@pytest.fixture
+def stock() -> Stock:
+    return Stock()
+
+
+@pytest.fixture
+def mcp_executor(ledger, shop, stock, rights, clock) -> Iterator[Executor]:
+    executor = Executor(
+        Registry([shop, stock]),
+        ledger=ledger,
+        permissions=rights,
+        settings=Settings(handler_timeout=2.0),
+        clock=clock,
+    )
+    yield executor
+    executor.close()
+
+
+@contextmanager
+def uvicorn_serving(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 (an ephemeral port) in a thread; its base URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped while starting"
+        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def served(mcp_executor, stock) -> Iterator[Served]:
+    """The MCP app in a small Starlette host that enters its lifespan, served by uvicorn."""
+    keys = mcp_executor.ledger.keys
+    app, lifespan = mcp_app(mcp_executor, keys)
+
+    @asynccontextmanager
+    async def host_lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with lifespan():
+            yield
+
+    host = Starlette(routes=[Route("/mcp", app)], lifespan=host_lifespan)
+    with uvicorn_serving(host) as base:
+        yield Served(f"{base}/mcp", mcp_executor, keys, stock)
+
+
+@asynccontextmanager
+async def connect(url: str, secret: str, mode: Any = "auto") -> AsyncIterator[Client]:
+    """The SDK's client over Streamable HTTP, sending ``secret`` as the bearer key."""
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+def post(url: str, body: Any, authorization: str | None = None, **headers: str) -> httpx2.Response:
+    """One raw request as a 2026-07-28 client would send it (``body`` sent as given)."""
+    sent = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        **headers,
+    }
+    if authorization is not None:
+        sent["Authorization"] = authorization
+    if isinstance(body, dict):  # the routing headers a real client derives from the body
+        sent["Mcp-Method"] = str(body.get("method"))
+        name = (body.get("params") or {}).get("name")
+        if isinstance(name, str) and name.isprintable() and len(name) < 10_000:
+            sent["Mcp-Name"] = name
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx2.post(url, content=content, headers=sent, timeout=30)
+
+
+def call(name: object, arguments: object) -> dict[str, Any]:
+    """A ``tools/call`` JSON-RPC request with its ``_meta`` envelope."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": name, "arguments": arguments, "_meta": meta}
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+
+def nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def text(result: CallToolResult) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer", "Bearer nonsense", "Bearer tk_" + "A" * 43, "Basic YWxpY2U6c2VjcmV0"],
+)
+def test_request_without_a_valid_key_is_401(served, authorization) -> None:
+    response = post(served.url, call("shop_list_products", {}), authorization)
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+
+
+async def test_key_revoked_while_the_server_runs_is_401_at_once(served) -> None:
+    key, secret = served.key("alice", READ)
+    async with connect(served.url, secret) as client:
+        assert not (await client.call_tool("shop_list_products", {})).is_error
+
+        assert served.keys.revoke(key.id)
+
+        refused = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
+        assert refused.status_code == 401
+        with pytest.raises(Exception, match="error response"):  # the 401, as the SDK says it
+            await client.call_tool("shop_list_products", {})
+
+
+def test_expired_key_is_401(served) -> None:
+    _, secret = served.key("alice", READ, expires_in=5, now=time.time() - 10)
+
+    assert post(served.url, call("shop_list_products", {}), f"Bearer {secret}").status_code == 401
+
+
+# --- tools/list --------------------------------------------------------------------------------
+
+
+async def test_reader_and_writer_keys_list_different_tools_in_a_stable_order(served) -> None:
+    _, reader = served.key("bob", READ)
+    _, writer = served.key("alice", READ, WRITE, STOCK)
+
+    async with connect(served.url, reader) as client:
+        read_names = [tool.name for tool in (await client.list_tools()).tools]
+    async with connect(served.url, writer) as client:
+        listed = (await client.list_tools()).tools
+        again = (await client.list_tools(cache_mode="refresh")).tools
+
+    assert read_names == ["system_get_confirmation", "shop_list_products"]
+    assert [tool.name for tool in listed] == [
+        "system_get_confirmation",
+        "shop_list_products",
+        "shop_set_prices",
+        "shop_delete_product",
+        "stock_get_level",
+        "stock_clear_level",
+    ]
+    assert [tool.name for tool in again] == [tool.name for tool in listed]
+    hints = {tool.name: tool.annotations for tool in listed}
+    assert all(
+        None not in (h.read_only_hint, h.destructive_hint, h.idempotent_hint, h.open_world_hint)
+        for h in hints.values()
+        if h is not None
+    )
+    assert None not in hints.values()
+    delete = hints["shop_delete_product"]
+    assert (delete.read_only_hint, delete.destructive_hint, delete.open_world_hint) == (
+        False,
+        True,
+        False,
+    )
+    assert hints["stock_clear_level"].open_world_hint is True
+    assert hints["stock_get_level"].idempotent_hint is True
+
+
+async def test_input_schema_leaves_out_control_fields_and_output_schema_is_declared(
+    served,
+) -> None:
+    _, secret = served.key("alice", READ, WRITE, STOCK)
+
+    async with connect(served.url, secret) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    for tool in tools.values():
+        assert not {"dry_run", "confirm_token", "idempotency_key"} & set(
+            tool.input_schema.get("properties", {})
+        )
+    assert tools["shop_list_products"].output_schema is None
+    assert tools["stock_get_level"].output_schema == LEVEL
+    held_or_level = tools["stock_clear_level"].output_schema  # held for keys: either shape
+    assert held_or_level is not None
+    assert held_or_level["anyOf"][0] == LEVEL
+
+
+# --- tools/call --------------------------------------------------------------------------------
+
+
+async def test_read_runs_and_answers_content(served, shop) -> None:
+    _, secret = served.key("bob", READ)
+
+    async with connect(served.url, secret) as client:
+        result = await client.call_tool("shop_list_products", {"limit": 1})
+
+    assert not result.is_error
+    assert json.loads(text(result)) == [{"sku": "TEA-0001", "price": 4.5}]
+    assert result.structured_content is None  # no output schema declared
+    assert shop.reads == 1
+
+
+async def test_read_with_an_output_schema_answers_structured_content(served) -> None:
+    _, secret = served.key("alice", STOCK)
+
+    async with connect(served.url, secret) as client:
+        result = await client.call_tool("stock_get_level", {"sku": "TEA-0001"})
+
+    assert not result.is_error
+    assert result.structured_content == {"sku": "TEA-0001", "level": 3}
+    assert json.loads(text(result)) == {"sku": "TEA-0001", "level": 3}
+
+
+async def test_held_write_is_decided_out_of_band_and_its_outcome_reaches_the_caller(
+    served, shop
+) -> None:
+    key, secret = served.key("alice", READ, WRITE)
+    async with connect(served.url, secret) as client:
+        held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+        [pending] = served.executor.pending(key.caller)
+
+        assert not held.is_error
+        assert set(UUID.findall(text(held))) == {pending.id}
+        assert f"/v1/confirmations/{pending.id}/approve" in text(held)
+        assert f"turnkit confirmations approve {pending.id}" in text(held)
+        assert pending.expires_at_iso in text(held)
+        assert shop.writes() == []
+
+        waiting = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
+        assert waiting.structured_content["status"] == "pending"
+        assert waiting.structured_content["tool"] == "shop_delete_product"
+
+        decided = await served.executor.aconfirm(
+            pending.id, key.caller, "approve", allow=key.allowed
+        )
+        assert decided["status"] == "ok"
+
+        done = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
+        assert not done.is_error
+        assert done.structured_content["status"] == "done"
+        assert done.structured_content["outcome"]["result"] == {"deleted": "TEA-0001"}
+        again = await served.executor.aconfirm(pending.id, key.caller, "approve", allow=key.allowed)
+
+    assert again["result"] == {"deleted": "TEA-0001"}
+    assert [entry["tool"] for entry in shop.writes()] == ["delete_product"]  # exactly once
+
+
+async def test_held_write_with_an_output_schema_answers_the_held_shape(served, stock) -> None:
+    key, secret = served.key("alice", STOCK)
+
+    async with connect(served.url, secret) as client:
+        held = await client.call_tool("stock_clear_level", {"sku": "TEA-0001"})  # client validates
+        [pending] = served.executor.pending(key.caller)
+
+    assert not held.is_error
+    assert held.structured_content["status"] == "confirmation_required"
+    assert held.structured_content["confirmation_id"] == pending.id
+    assert held.structured_content["decide"]["approve"].endswith(f"/{pending.id}/approve")
+    assert stock.cleared == []
+
+
+async def test_rejected_write_reaches_the_caller_as_rejected(served, shop) -> None:
+    key, secret = served.key("alice", READ, WRITE)
+    async with connect(served.url, secret) as client:
+        await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+        [pending] = served.executor.pending(key.caller)
+        await served.executor.aconfirm(
+            pending.id, key.caller, {"action": "reject", "message": "no"}
+        )
+
+        seen = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
+
+    assert seen.structured_content["status"] == "rejected"
+    assert seen.structured_content["outcome"]["message"] == "no"
+    assert shop.writes() == []
+
+
+async def test_confirmation_is_read_only_by_its_key_or_a_confirm_any_owner(served) -> None:
+    key, secret = served.key("alice", READ, WRITE)
+    _, other = served.key("bob", READ)
+    _, root = served.key("root", READ)
+    async with connect(served.url, secret) as client:
+        await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+    [pending] = served.executor.pending(key.caller)
+
+    async with connect(served.url, other) as client:
+        hidden = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
+        unknown = await client.call_tool("system_get_confirmation", {"confirmation_id": "nope"})
+    async with connect(served.url, root) as client:
+        shown = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
+
+    assert hidden.is_error
+    assert pending.id in text(hidden)
+    assert text(hidden) == text(unknown).replace("'nope'", repr(pending.id))  # no hint it exists
+    assert not shown.is_error
+    assert shown.structured_content["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    ("user", "scopes", "tool", "arguments", "code"),
+    [
+        ("bob", [READ], "shop.list_products", {"limit": 0}, "invalid_input"),
+        ("bob", [READ], "shop.list_products", {"dry_run": True}, "invalid_input"),
+        ("bob", [READ], "shop_no_such_tool", {}, "not_found"),
+        ("bob", [READ], "shop.delete_product", {"sku": "X"}, "forbidden"),  # no scope
+        ("bob", [READ, WRITE], "shop.delete_product", {"sku": "X"}, "forbidden"),  # no permission
+        ("alice", [READ], "system.get_confirmation", {"id": "x"}, "invalid_input"),
+    ],
+)
+async def test_executor_error_is_a_tool_result_with_its_message(
+    served, shop, user, scopes, tool, arguments, code
+) -> None:
+    key, secret = served.key(user, *scopes)
+    expected = None
+    if not tool.startswith("system."):  # what the executor itself answers
+        direct = await served.executor.aexecute(key.caller, tool, arguments, allow=key.allowed)
+        expected = direct["error"]["message"]
+
+    async with connect(served.url, secret) as client:
+        result = await client.call_tool(model_name(tool), arguments)
+
+    assert result.is_error
+    assert result.structured_content["error"]["code"] == code
+    assert expected is None or text(result) == expected
+    assert shop.writes() == []
+
+
+# --- hostile input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        call("shop_list_products", [1, 2]),  # arguments not an object
+        call("shop_list_products", "limit=1"),
+        call(["shop_list_products"], {}),  # name not a string
+        call("x" * 100_000, {}),  # a huge name
+        call("x" * 5_000, {}),
+        call("shop_list_products", {"limit": 1, "padding": "x" * 900_000}),  # huge arguments
+        call("shop\x00list", {}),
+        call("shop_list_products", {"limit": nested(500)}),  # deep arguments
+        call("shop_list_products", {"limit": 10**400}),
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ',  # truncated JSON
+        b"[" * 100_000,  # deep nesting
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call"},  # no params
+    ],
+)
+def test_hostile_request_gets_an_mcp_error_or_error_result_never_a_crash(served, body) -> None:
+    _, secret = served.key("bob", READ)
+
+    response = post(served.url, body, f"Bearer {secret}")
+
+    assert response.status_code < 500, response.text
+    answer = response.json()
+    assert "error" in answer or answer["result"]["isError"] is True
+    assert answer.get("error", {}).get("code") != -32603  # never an opaque internal error
+    still = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
+    assert still.status_code == 200
+    assert still.json()["result"]["isError"] is False
+
+
+def test_body_over_the_limit_is_413(served) -> None:
+    _, secret = served.key("bob", READ)
+    huge = call("shop_list_products", {"limit": 1, "padding": "x" * 2_000_000})
+
+    assert post(served.url, huge, f"Bearer {secret}").status_code == 413
+
+
+# --- other clients -----------------------------------------------------------------------------
+
+
+async def test_handshake_era_client_is_served_with_its_key(served) -> None:
+    _, secret = served.key("bob", READ)
+
+    async with connect(served.url, secret, mode="legacy") as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        result = await client.call_tool("shop_list_products", {"limit": 1})
+
+    assert names == ["system_get_confirmation", "shop_list_products"]
+    assert not result.is_error
+
+
+async def test_in_memory_client_sees_what_the_key_sees(mcp_executor, shop) -> None:
+    keys = mcp_executor.ledger.keys
+    _, secret = keys.create("bob", [READ])
+    token = await KeyVerifier(keys).verify_token(secret)
+    assert token is not None
+    server = mcp_server(mcp_executor)
+
+    async with Client(server) as anonymous:
+        nothing = (await anonymous.list_tools()).tools
+        refused = await anonymous.call_tool("shop_list_products", {})
+    auth_context_var.set(AuthenticatedUser(token))  # what the bearer middleware does over HTTP
+    async with Client(server) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        result = await client.call_tool("shop_list_products", {"limit": 1})
+        hidden = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+
+    assert nothing == []
+    assert refused.is_error
+    assert "API key" in text(refused)
+    assert names == ["system_get_confirmation", "shop_list_products"]
+    assert json.loads(text(result)) == [{"sku": "TEA-0001", "price": 4.5}]
+    assert hidden.is_error
+    assert shop.writes() == []
+
+
+async def test_token_of_another_verifier_lists_and_runs_nothing(mcp_executor) -> None:
+    foreign = AccessToken(token="t", client_id="someone", scopes=[READ])
+    auth_context_var.set(AuthenticatedUser(foreign))
+    async with Client(mcp_server(mcp_executor)) as client:
+        assert (await client.list_tools()).tools == []
+        assert (await client.call_tool("shop_list_products", {})).is_error
+
+
+async def test_write_held_over_mcp_and_approved_over_rest_reaches_the_mcp_caller(
+    mcp_executor, shop
+) -> None:
+    """The whole server (``create_app``): MCP holds, REST decides, MCP reads the outcome."""
+    _, secret = mcp_executor.ledger.keys.create("alice", [READ, WRITE])
+    with uvicorn_serving(create_app(mcp_executor)) as base:
+        async with connect(f"{base}/mcp", secret) as client:
+            held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+            [confirmation_id] = set(UUID.findall(text(held)))
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}) as http:
+                approved = await http.post(f"{base}/v1/confirmations/{confirmation_id}/approve")
+            outcome = await client.call_tool(
+                "system_get_confirmation", {"confirmation_id": confirmation_id}
+            )
+
+    assert approved.status_code == 200, approved.text
+    assert outcome.structured_content["status"] == "done"
+    assert outcome.structured_content["outcome"]["result"] == {"deleted": "TEA-0001"}
+    assert [entry["tool"] for entry in shop.writes()] == ["delete_product"]

@@ -1,0 +1,383 @@
+"""The REST API over real HTTP: uvicorn on 127.0.0.1, httpx with keep-alive, on SQLite and
+PostgreSQL. Keys, per-key tool lists, reads, held writes decided over REST, dry runs,
+idempotency, and every kind of bad request answered with a problem document, never a 5xx."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import get_args
+
+import httpx
+import pytest
+import uvicorn
+
+from _shop import prices
+from turnkit.registry.answers import ErrorCode
+from turnkit.server import create_app
+from turnkit.server.problems import STATUS
+
+PROBLEM = "application/problem+json"
+
+
+class Served:
+    """An app served by uvicorn in a background thread on an ephemeral port."""
+
+    def __init__(self, app: object) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+            assert self.thread.is_alive(), "uvicorn stopped while starting"
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def keys(executor, clock):
+    """Secrets: bob reads, alice reads and writes, alice's key limited to one tool, root (who
+    may decide for anyone) reads."""
+    store = executor.ledger.keys
+    read, write = {"shop.products:read"}, {"shop.products:read", "shop.products:write"}
+    made = {
+        "reader": store.create("bob", read, now=clock.now),
+        "writer": store.create("alice", write, now=clock.now),
+        "listing": store.create("alice", write, allow={"shop.list_products"}, now=clock.now),
+        "root": store.create("root", read, now=clock.now),
+        "brief": store.create("alice", write, expires_in=60, now=clock.now),
+    }
+    return {name: secret for name, (_, secret) in made.items()} | {
+        "ids": {name: key.id for name, (key, _) in made.items()}
+    }
+
+
+@pytest.fixture
+def http(executor) -> Iterator[httpx.Client]:
+    """A keep-alive client of the app served on 127.0.0.1 (REST only, 10 kB body limit)."""
+    app = create_app(executor, mcp_path=None, max_body_bytes=10_000)
+    with Served(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        yield client
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body = response.json()
+    assert body["status"] == status
+    assert body["code"] == code
+    assert body["type"]
+    assert body["title"]
+    assert body["detail"]
+    assert "Traceback" not in response.text
+    return body
+
+
+def hold_delete(http: httpx.Client, secret: str, sku: str = "TEA-0001") -> str:
+    """Invoke the always-held delete; return the confirmation id."""
+    held = http.post(
+        "/v1/tools/shop.delete_product/invoke", headers=bearer(secret), json={"input": {"sku": sku}}
+    )
+    assert held.status_code == 202, held.text
+    assert held.headers["location"] == f"/v1/confirmations/{held.json()['id']}"
+    return held.json()["id"]
+
+
+def test_every_executor_error_code_has_a_status():
+    assert set(STATUS) == set(get_args(ErrorCode))
+    assert all(400 <= status < 600 for status in STATUS.values())
+
+
+def test_no_key_is_401_with_a_bearer_challenge(http):
+    response = http.get("/v1/tools")
+    assert_problem(response, 401, "unauthorized")
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize("header", ["Bearer tk_nope", "Bearer " + "tk_" + "A" * 43, "Basic eDp5"])
+def test_a_bad_key_is_401(http, header):
+    response = http.get("/v1/tools", headers={"Authorization": header})
+    assert_problem(response, 401, "unauthorized")
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_a_key_revoked_while_the_server_runs_is_refused_at_once(http, keys, executor):
+    assert http.get("/v1/tools", headers=bearer(keys["writer"])).status_code == 200
+    assert executor.ledger.keys.revoke(keys["ids"]["writer"])
+    body = assert_problem(
+        http.get("/v1/tools", headers=bearer(keys["writer"])), 401, "unauthorized"
+    )
+    assert "revoked" in body["detail"]
+
+
+def test_an_expired_key_is_refused(http, keys, clock):
+    assert http.get("/v1/tools", headers=bearer(keys["brief"])).status_code == 200
+    clock.now += 61
+    body = assert_problem(http.get("/v1/tools", headers=bearer(keys["brief"])), 401, "unauthorized")
+    assert "expired" in body["detail"]
+
+
+def test_reader_and_writer_keys_see_different_tools(http, keys):
+    reader = http.get("/v1/tools", headers=bearer(keys["reader"])).json()
+    writer = http.get("/v1/tools", headers=bearer(keys["writer"])).json()
+    assert [tool["name"] for tool in reader] == ["shop.list_products"]
+    assert {tool["name"] for tool in writer} == {
+        "shop.list_products",
+        "shop.set_prices",
+        "shop.delete_product",
+    }
+    by_name = {tool["name"]: tool for tool in writer}
+    delete = by_name["shop.delete_product"]
+    assert delete["model_name"] == "shop_delete_product"
+    assert delete["annotations"]["destructive"] is True
+    assert delete["would_hold"] is True
+    assert by_name["shop.list_products"]["would_hold"] is False
+    assert by_name["shop.set_prices"]["would_hold"] is None  # a batch: depends on the input
+    for tool in writer:
+        properties = tool["input_schema"].get("properties", {})
+        assert not {"dry_run", "confirm_token", "idempotency_key"} & set(properties)
+
+
+def test_an_allow_list_limits_the_tools(http, keys, shop):
+    listing = bearer(keys["listing"])
+    assert [t["name"] for t in http.get("/v1/tools", headers=listing).json()] == [
+        "shop.list_products"
+    ]
+    assert_problem(http.get("/v1/tools/shop.set_prices", headers=listing), 404, "not_found")
+    refused = http.post(
+        "/v1/tools/shop.set_prices/invoke", headers=listing, json={"input": prices()}
+    )
+    assert_problem(refused, 403, "forbidden")
+    assert shop.writes() == []
+
+
+def test_a_read_runs(http, keys):
+    described = http.get("/v1/tools/shop.list_products", headers=bearer(keys["reader"]))
+    assert described.status_code == 200
+    assert described.json()["title"] == "shop.list_products"
+    response = http.post(
+        "/v1/tools/shop.list_products/invoke",
+        headers=bearer(keys["reader"]),
+        json={"input": {"limit": 1}},
+    )
+    assert response.status_code == 200
+    assert response.json() == {
+        "executed": True,
+        "status": "ok",
+        "result": [{"sku": "TEA-0001", "price": 4.5}],
+    }
+
+
+def test_a_held_write_is_listed_and_approved_over_rest_once(http, keys, shop):
+    writer = bearer(keys["writer"])
+    confirmation = hold_delete(http, keys["writer"])
+    assert shop.writes() == []
+    pending = http.get("/v1/confirmations", headers=writer).json()
+    assert [c["id"] for c in pending] == [confirmation]
+    assert (
+        http.get(f"/v1/confirmations/{confirmation}", headers=writer).json()["status"] == "pending"
+    )
+    approved = http.post(f"/v1/confirmations/{confirmation}/approve", headers=writer)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["status"] == "done"
+    assert approved.json()["outcome"]["result"] == {"deleted": "TEA-0001"}
+    again = http.post(f"/v1/confirmations/{confirmation}/approve", headers=writer)
+    body = assert_problem(again, 409, "already_decided")
+    assert body["outcome"]["result"] == {"deleted": "TEA-0001"}
+    assert len(shop.writes()) == 1
+    assert http.get("/v1/confirmations", headers=writer).json() == []
+
+
+def test_only_the_holder_or_a_confirm_any_owner_sees_and_decides(http, keys, shop):
+    confirmation = hold_delete(http, keys["writer"])
+    other = bearer(keys["reader"])
+    assert http.get("/v1/confirmations", headers=other).json() == []
+    assert_problem(http.get(f"/v1/confirmations/{confirmation}", headers=other), 403, "forbidden")
+    refused = http.post(f"/v1/confirmations/{confirmation}/approve", headers=other)
+    assert_problem(refused, 403, "forbidden")
+    root = bearer(keys["root"])
+    assert [c["id"] for c in http.get("/v1/confirmations", headers=root).json()] == [confirmation]
+    assert shop.writes() == []
+
+
+def test_a_rejected_write_never_runs(http, keys, shop):
+    confirmation = hold_delete(http, keys["writer"])
+    rejected = http.post(
+        f"/v1/confirmations/{confirmation}/reject",
+        headers=bearer(keys["writer"]),
+        json={"message": "not that one"},
+    )
+    assert rejected.status_code == 200, rejected.text
+    assert rejected.json()["status"] == "rejected"
+    assert rejected.json()["outcome"]["message"] == "not that one"
+    assert shop.writes() == []
+
+
+def test_an_invalid_edit_is_422_and_applies_nothing(http, keys, shop):
+    writer = bearer(keys["writer"])
+    confirmation = hold_delete(http, keys["writer"])
+    bad = http.post(
+        f"/v1/confirmations/{confirmation}/edit", headers=writer, json={"arguments": {"sku": 7}}
+    )
+    assert_problem(bad, 422, "invalid_input")
+    current = http.get(f"/v1/confirmations/{confirmation}", headers=writer).json()
+    assert current["status"] == "pending"
+    assert current["input"] == {"sku": "TEA-0001"}
+    good = http.post(
+        f"/v1/confirmations/{confirmation}/edit",
+        headers=writer,
+        json={"arguments": {"sku": "TEA-0002"}},
+    )
+    assert good.status_code == 200, good.text
+    assert shop.writes() == [{"tool": "delete_product", "input": {"sku": "TEA-0002"}}]
+
+
+def test_a_dry_run_holds_and_writes_nothing(http, keys, shop):
+    writer = bearer(keys["writer"])
+    response = http.post(
+        "/v1/tools/shop.delete_product/invoke",
+        headers=writer,
+        json={"input": {"sku": "TEA-0001"}, "dry_run": True, "confirm_token": None},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["dry_run"] is True
+    assert response.json()["would_hold"] is True
+    assert http.get("/v1/confirmations", headers=writer).json() == []
+    assert shop.writes() == []
+
+
+def test_an_idempotency_key_replays_without_a_second_run(http, keys, shop):
+    headers = bearer(keys["writer"]) | {"Idempotency-Key": "order-7"}
+    first = http.post("/v1/tools/shop.set_prices/invoke", headers=headers, json={"input": prices()})
+    assert first.status_code == 200, first.text
+    again = http.post("/v1/tools/shop.set_prices/invoke", headers=headers, json={"input": prices()})
+    assert again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json()["result"] == first.json()["result"] == {"updated": 1}
+    assert len(shop.writes()) == 1
+    other = http.post(
+        "/v1/tools/shop.set_prices/invoke", headers=headers, json={"input": prices(price=9.0)}
+    )
+    assert_problem(other, 422, "idempotency_conflict")
+    assert len(shop.writes()) == 1
+
+
+def test_a_rate_limited_call_is_429_with_retry_after(http, keys, executor):
+    executor.ledger.set_setting("rate_limit_units", 1)
+    reader = bearer(keys["reader"])
+    assert http.post("/v1/tools/shop.list_products/invoke", headers=reader).status_code == 200
+    limited = http.post("/v1/tools/shop.list_products/invoke", headers=reader)
+    assert_problem(limited, 429, "rate_limited")
+    assert int(limited.headers["retry-after"]) >= 1
+
+
+def audited(executor, tool: str) -> list[str | None]:
+    return [row["code"] for row in executor.ledger.audit_rows() if row["tool"] == tool]
+
+
+def test_bad_bodies_are_problems_and_audited(http, keys, executor):
+    writer = bearer(keys["writer"])
+    url = "/v1/tools/shop.list_products/invoke"
+    json_type = writer | {"Content-Type": "application/json"}
+    assert_problem(http.post(url, headers=json_type, content=b'{"input": '), 400, "malformed_json")
+    text = writer | {"Content-Type": "text/plain"}
+    assert_problem(http.post(url, headers=text, content=b"{}"), 415, "unsupported_media_type")
+    assert_problem(http.post(url, headers=writer, json=[1]), 422, "invalid_request")
+    assert_problem(http.post(url, headers=writer, json={"inptu": {}}), 422, "invalid_request")
+    wrong = http.post(url, headers=writer, json={"input": {"limit": "ten"}})
+    assert_problem(wrong, 422, "invalid_input")
+    assert audited(executor, "shop.list_products") == ["invalid_input"] * 5
+    assert_problem(http.post(url, headers=writer, json={"input": {}, "dry_run": "yes"}), 422,
+                   "invalid_input")  # fmt: skip
+
+
+def test_a_body_over_the_limit_is_413(http, keys, shop):
+    big = {"input": prices(*[f"TEA-{i:04d}" for i in range(1000)])}
+    response = http.post(
+        "/v1/tools/shop.set_prices/invoke", headers=bearer(keys["writer"]), json=big
+    )
+    assert_problem(response, 413, "payload_too_large")
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"input": {"prices": ['
+        for _ in range(2000):
+            yield b'{"sku": "TEA-0001", "price": 5},'
+        yield b"]}}"
+
+    streamed = http.post(
+        "/v1/tools/shop.set_prices/invoke",
+        headers=bearer(keys["writer"]) | {"Content-Type": "application/json"},
+        content=chunks(),
+    )
+    assert_problem(streamed, 413, "payload_too_large")
+    assert shop.writes() == []
+
+
+def test_unknown_tools_routes_and_methods_are_problems(http, keys, executor):
+    writer = bearer(keys["writer"])
+    unknown = http.post("/v1/tools/shop.nope/invoke", headers=writer, json={})
+    assert_problem(unknown, 404, "not_found")
+    assert audited(executor, "shop.nope") == ["not_found"]
+    assert_problem(http.get("/v1/nowhere", headers=writer), 404, "not_found")
+    assert_problem(http.delete("/v1/tools", headers=writer), 405, "method_not_allowed")
+    missing = http.get("/v1/confirmations/not-an-id", headers=writer)
+    assert_problem(missing, 404, "not_found")
+    nul = http.post("/v1/confirmations/%00/approve", headers=writer)
+    assert_problem(nul, 404, "not_found")
+    edit = http.post(
+        "/v1/confirmations/00000000-0000-0000-0000-000000000000/edit",
+        headers=writer | {"Content-Type": "application/json"},
+        content=b"{",
+    )
+    assert_problem(edit, 400, "malformed_json")
+
+
+def test_openapi_docs_and_health_answer(http):
+    document = http.get("/openapi.json")
+    assert document.status_code == 200
+    assert "/v1/tools/{name}/invoke" in document.json()["paths"]
+    assert http.get("/docs").status_code == 200
+    assert http.get("/healthz").json() == {"status": "ok"}
+
+
+def test_the_default_app_serves_mcp_beside_rest(executor, keys):
+    listing = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    headers = bearer(keys["reader"]) | {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/list",
+    }
+    with Served(create_app(executor)) as url, httpx.Client(base_url=url, timeout=10) as http:
+        assert http.get("/v1/tools", headers=bearer(keys["reader"])).status_code == 200
+        for path in ("/mcp", "/mcp/"):
+            answer = http.post(path, json=listing, headers=headers)
+            assert answer.status_code == 200, answer.text
+            names = [tool["name"] for tool in answer.json()["result"]["tools"]]
+            assert "shop_list_products" in names
+            assert "shop_set_prices" not in names
+        assert http.post("/mcp", json=listing).status_code == 401
