@@ -1,0 +1,104 @@
+"""``turnkit serve``: the registry over REST (``/v1``) and MCP (``/mcp``) for API-key callers.
+
+The options are checked once, in the command's own process, so a mistake is told in a line
+before anything listens. uvicorn then starts the app from ``app_from_environment`` in every
+worker (``--workers N`` runs N processes): the options travel to the workers in the environment
+variable ``TURNKIT_SERVE``, and each worker opens the same ``--db`` — one ledger and one key
+store, shared through the database, never through a process's memory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from turnkit.cli.options import (
+    USAGE,
+    Catalogue,
+    Db,
+    EntryPoints,
+    Permissions,
+    console,
+    session,
+)
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+Modules = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--module",
+        help="A module of your tools as package.module:object, a class or factory is called"
+        " (repeatable).",
+    ),
+]
+OPTIONS = "TURNKIT_SERVE"
+"""The environment variable that carries the command's options to uvicorn's workers."""
+
+
+def serve(
+    module: Modules = None,
+    entry_points: EntryPoints = False,
+    permissions: Permissions = None,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Serve the demo catalogue (keys: --user demo).")
+    ] = False,
+    catalogue: Catalogue = None,
+    db: Db = None,
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.", min=1, max=65535)] = 8080,
+    workers: Annotated[int, typer.Option(help="Worker processes.", min=1, max=64)] = 1,
+) -> None:
+    """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, docs at /docs."""
+    import uvicorn
+
+    if not demo and not module and not entry_points:
+        console.print(
+            "[red]nothing to serve[/]: give --module package.module:object (your tools, as your"
+            " application declares them), --entry-points, or --demo for the demo catalogue"
+        )
+        raise typer.Exit(USAGE)
+    if demo and (module or entry_points):
+        console.print("[red]--demo serves the demo catalogue alone[/]: leave out --module")
+        raise typer.Exit(USAGE)
+    options = {
+        "db": db,
+        "modules": module or [],
+        "entry_points": entry_points,
+        "catalogue": catalogue,
+        "permissions": permissions,
+    }
+    session(db, module, entry_points, catalogue, "demo", [], [], permissions).close()  # checked
+    os.environ[OPTIONS] = json.dumps(options)
+    where = f"http://{host}:{port}"
+    console.print(
+        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · docs {where}/docs · storage"
+        f" {escape(db or 'the default (.turnkit/turnkit.sqlite)')}"
+    )
+    command = "turnkit keys create --user USER --scope SCOPE" + (f" --db {db}" if db else "")
+    console.print(f"[dim]callers need a key: {escape(command)}[/]")
+    uvicorn.run(
+        "turnkit.cli.serve:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+    )
+
+
+def app_from_environment() -> ASGIApp:
+    """The app of one worker, from the options ``serve`` put in ``TURNKIT_SERVE``."""
+    from turnkit.cli.session import open_session
+    from turnkit.server import create_app
+
+    options: dict[str, Any] = json.loads(os.environ[OPTIONS])
+    opened = open_session(user="demo", grants=[], act=[], **options)
+    atexit.register(opened.close)
+    return create_app(opened.executor)

@@ -1,0 +1,95 @@
+"""``turnkit serve``: the command a person runs to serve tools, with keys made by ``turnkit keys``
+on the same ``--db`` (one and several worker processes), and its mistakes told in a line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from test_cli import TURNKIT, env
+
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def turnkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TURNKIT, *args], cwd=cwd, env=env(), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+@pytest.fixture
+def serving(tmp_path) -> Iterator[object]:
+    """``serving(*args)``: ``turnkit serve *args --port P`` running until the test ends."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        port = free_port()
+        log = (tmp_path / f"serve-{port}.log").open("w")
+        process = subprocess.Popen([TURNKIT, "serve", *args, "--port", str(port)], cwd=tmp_path,
+                                   env=env(), stdout=log, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True)  # fmt: skip
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None, (tmp_path / f"serve-{port}.log").read_text()
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    return url
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError("turnkit serve did not answer /healthz within 60 s")
+
+    yield start
+    for process in started:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_key_made_by_the_cli_reads_the_demo_through_the_server(serving, ledger_url, tmp_path,
+                                                                 workers):  # fmt: skip
+    catalogue = str(tmp_path / "catalogue.sqlite")
+    made = turnkit("keys", "create", "--user", "demo", "--scope", "catalogue.products:read",
+                   "--json", "--db", ledger_url, cwd=tmp_path)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    secret = json.loads(made.stdout)["secret"]
+    url = serving("--demo", "--db", ledger_url, "--catalogue", catalogue, "--workers", workers)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}) as client:
+        for _ in range(4):  # with two workers, requests land on both
+            listed = client.get("/v1/tools")
+            assert listed.status_code == 200, listed.text
+            names = {tool["name"] for tool in listed.json()}
+            assert "catalogue.list_products" in names
+            assert "catalogue.set_prices" not in names  # the key has no write scope
+    assert httpx.get(f"{url}/v1/tools").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([], "nothing to serve"),
+        (["--demo", "--module", "_cli_app:Shop"], "--demo serves the demo catalogue alone"),
+        (["--module", "nowhere.at_all:Shop"], "--module"),
+        (["--demo", "--db", "postgres:/nobody@nowhere"], "postgresql://"),
+    ],
+)
+def test_a_mistake_is_told_in_a_line_before_anything_listens(tmp_path, args, said):
+    done = turnkit("serve", *args, "--port", str(free_port()), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
