@@ -22,11 +22,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
+import httpx2
 import pytest
 from langgraph_sdk import get_client
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from _openai_server import OpenAIServer, call, reply
-from turnkit.demo import Catalogue
+from turnkit.demo import Catalogue, ledger_path
+from turnkit.registry.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
@@ -283,3 +288,54 @@ async def test_studio_uses_an_openai_compatible_endpoint_when_one_is_configured(
         "catalogue_set_prices",
         "catalogue_delete_product",
     ]
+
+
+async def test_one_langgraph_dev_serves_the_graph_rest_and_mcp_and_rest_decides_a_studio_hold(
+    start_studio, tmp_path
+):
+    db = tmp_path / "demo" / "catalogue.sqlite"
+    _count_price_writes(db)
+    ledger = open_ledger(ledger_path(db))
+    ledger.setup()
+    _, secret = ledger.keys.create("demo", {"catalogue.products:read"})
+    ledger.close()
+    server = start_studio(TURNKIT_DEMO_DB=str(db))
+    bearer = {"Authorization": f"Bearer {secret}"}
+
+    async with (
+        httpx.AsyncClient(base_url=server.url, headers=bearer, timeout=RUN_TIMEOUT) as http,
+        httpx2.AsyncClient(headers=bearer) as mcp_http,
+        Client(streamable_http_client(f"{server.url}/mcp", http_client=mcp_http)) as mcp,
+        get_client(url=server.url) as client,
+    ):
+        # REST and MCP beside the graph, on the graph's own ledger and key store
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        assert (await http.get("/v1/tools", headers={"Authorization": ""})).status_code == 401
+        rest_tools = {tool["name"] for tool in (await http.get("/v1/tools")).json()}
+        assert {"catalogue.list_products", "catalogue.get_product"} <= rest_tools
+        mcp_tools = {tool.name for tool in (await mcp.list_tools()).tools}
+        assert "catalogue_get_product" in mcp_tools
+        read = await mcp.call_tool("catalogue_get_product", {"sku": "TEA-0001"})
+        assert not read.is_error
+        assert "TEA-0001" in read.content[0].text
+
+        # a Studio run holds a write; the person approves it over REST with their key
+        tid = (await _wait(client.threads.create()))["thread_id"]
+        request = {"messages": [{"role": "user", "content": "cheaper, please"}]}
+        stopped = await _wait(client.runs.wait(tid, GRAPH_ID, input=request))
+        (interrupt,) = stopped["__interrupt__"]
+        cid = interrupt["value"]["confirmations"][0]["confirmation_id"]
+        listed = (await http.get("/v1/confirmations")).json()
+        assert [c["id"] for c in listed] == [cid]
+        approved = await http.post(f"/v1/confirmations/{cid}/approve")
+        assert approved.status_code == 200, approved.text
+        assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
+
+        # the paused run, resumed, honours the decision taken out of band: no second write
+        done = await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
+        again = await http.post(f"/v1/confirmations/{cid}/approve")
+
+    assert done["messages"][-1]["content"].startswith("[scripted demo model] Done")
+    assert again.status_code == 409
+    assert again.json()["code"] == "already_decided"
+    assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]

@@ -27,8 +27,17 @@ from langgraph.graph.state import CompiledStateGraph
 
 from turnkit.demo import DEMO_CALLER, demo_executor, scripted_demo_model
 from turnkit.graph.build import build_turn_graph
+from turnkit.registry.executor import Executor
 
-__all__ = ["DEFAULT_DB", "DEFAULT_MODEL", "demo_db_path", "graph", "make_graph", "studio_model"]
+__all__ = [
+    "DEFAULT_DB",
+    "DEFAULT_MODEL",
+    "demo_db_path",
+    "executor",
+    "graph",
+    "make_graph",
+    "studio_model",
+]
 
 DEFAULT_DB = Path(".turnkit") / "demo.sqlite"
 """The demo catalogue's file when ``TURNKIT_DEMO_DB`` is not set (under the current folder)."""
@@ -53,13 +62,17 @@ def studio_model() -> Any:
     return resolve_model(f"openai:{os.environ.get('TURNKIT_MODEL') or DEFAULT_MODEL}")
 
 
-def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The Studio graph: demo executor, model from the environment, the demo user as default
-    caller, no checkpointer. Does blocking file I/O: call it outside an event loop."""
+def make_graph(executor: Executor | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The Studio graph: ``executor`` (default: the demo's), model from the environment, the
+    demo user as default caller, no checkpointer. Does blocking file I/O: call it outside an
+    event loop."""
     return build_turn_graph(
-        demo_executor(demo_db_path()), studio_model(), default_caller=DEMO_CALLER
+        executor or demo_executor(demo_db_path()), studio_model(), default_caller=DEMO_CALLER
     )
 
 
-graph = make_graph()
+executor = demo_executor(demo_db_path())
+"""The demo's executor, shared by the graph and the REST/MCP app ``turnkit.demo.server`` (one
+ledger: a write the graph holds is decided over REST)."""
+graph = make_graph(executor)
 """The graph ``langgraph.json`` names (built on import; see the module docstring)."""
