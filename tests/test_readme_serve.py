@@ -1,0 +1,107 @@
+"""The README's "Serve your tools" section, run as written against one ``turnkit serve``.
+
+Its ``sh`` blocks run in ``bash`` with ``turnkit`` on the PATH, in an empty folder (so the default
+``--db`` is a new ``.turnkit/turnkit.sqlite``), its ``python`` blocks in a fresh interpreter. Three
+things are filled in, as a reader fills them in: the secret ``keys create`` printed for
+``tk_...``, and a free port for the README's 8080 (``--port`` is added to ``turnkit serve``). Its
+``json`` block must be the repository's own ``langgraph.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from test_cli import env
+from test_cli_serve import free_port
+from test_readme import ROOT, SERVED, blocks
+
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
+SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
+
+
+def shell(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=cwd, env=reader_env(),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, f"{code}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def reader_env() -> dict[str, str]:
+    """A reader's shell: the virtualenv's ``turnkit`` first on the PATH, nothing of ours set."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def wait_for(url: str, server: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "turnkit serve stopped"
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError("turnkit serve did not answer /healthz within 60 s")
+
+
+def test_the_serve_section_runs_as_written(tmp_path):
+    sh = [code for heading, code in blocks("sh") if heading == SERVED]
+    python = [code for heading, code in blocks("python") if heading == SERVED]
+    (graph_json,) = [code for heading, code in blocks("json") if heading == SERVED]
+    assert json.loads(graph_json) == json.loads((ROOT / "langgraph.json").read_text())
+    make_key, serve = sh[0].strip().splitlines()
+    port = free_port()
+
+    def filled(code: str) -> str:
+        return code.replace("tk_...", secret).replace(":8080", f":{port}")
+
+    (secret,) = SECRET.findall(shell(make_key, tmp_path).stdout)
+    server = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=tmp_path,
+                              env=reader_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True,
+                              start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(url, server)
+        said = shell(filled(sh[1]), tmp_path).stdout
+        decoder = json.JSONDecoder()  # curl -s prints the bodies one after another
+        listed, end = decoder.raw_decode(said)
+        read, end = decoder.raw_decode(said, end)
+        held = said[end:]
+        assert "catalogue.delete_product" in {tool["name"] for tool in listed}
+        assert read["result"]["product"]["sku"] == "TEA-0001"
+        assert held.startswith("HTTP/1.1 202")
+        location = re.search(r"^location: (\S+)", held, re.I | re.M)[1]
+        bearer = {"Authorization": f"Bearer {secret}"}
+        approved = httpx.post(f"{url}{location}/approve", headers=bearer)
+        assert approved.status_code == 200, approved.text
+        again = httpx.post(f"{url}{location}/approve", headers=bearer)
+        assert again.status_code == 409
+
+        printed = []
+        for code in python:
+            (tmp_path / "block.py").write_text(filled(code))
+            done = subprocess.run([sys.executable, "block.py"], cwd=tmp_path,
+                                  env={**reader_env(), "TURNKIT_KEY": secret},
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert done.returncode == 0, f"{code}\n{done.stderr[-3000:]}"
+            printed.append(done.stdout)
+        mcp_client, own_app = printed
+        assert "'catalogue_get_product'" in mcp_client
+        assert "'catalogue_delete_product'" in mcp_client
+        assert '"sku":"TEA-0003"' in mcp_client.replace(" ", "")
+        assert own_app.strip() == "{'status': 'ok'}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
