@@ -67,6 +67,8 @@ class Call:
     """The settings in force, when the caller read them just before (else read by the call)."""
     started: bool = False
     """True once the handler was started: from then on the write may have happened."""
+    reserved_at: float | None = None
+    """When this call reserved its idempotency key (a repeat's staleness counts from it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
                 lambda ledger: ledger.get_idempotency(caller.identity, tool.name, key)
             )
         else:
-            now = env.clock()
+            now = call.reserved_at = env.clock()
             record = yield OnLedger(
                 lambda ledger: ledger.reserve_idempotency(
                     caller.identity, tool.name, key, digest, now
@@ -303,6 +305,13 @@ def _hold_charge_run(
         confirmation_id=None if approved is None else approved.id,
         idempotency_key=ctx.idempotency_key,
     )
+    key = ctx.idempotency_key
+    if approved is None and key is not None and call.reserved_at is not None:
+        started_at = env.clock()
+        if started_at - call.reserved_at > WAIT_GRACE / 2:  # slow checks: a repeat in another
+            # process would take the running call for a dead one before its handler's time ran out
+            yield OnLedger(lambda ledger: ledger.restart_idempotency(caller.identity, tool.name,
+                                                                     key, started_at))  # fmt: skip
     call.started = True
     handler = RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]  # step 3 made value an object
     outcome = yield handler

@@ -118,7 +118,9 @@ async def _answered(request: Request, executor: Ran, answer: Answer) -> Response
     """An executor answer as an HTTP response."""
     replayed = {"Idempotent-Replayed": "true"} if answer.get("replayed") else {}
     if is_error(answer):
-        return problems.answer_problem(answer)
+        problem = problems.answer_problem(answer)
+        problem.headers.update(replayed)
+        return problem
     if answer.get("status") == "confirmation_required":
         held = await executor.aconfirmation(answer["confirmation_id"])
         if held is not None:

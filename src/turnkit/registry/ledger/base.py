@@ -280,6 +280,15 @@ class Ledger(ABC):
             (_dump(answer), identity, tool, key),
         )
 
+    def restart_idempotency(self, identity: str, tool: str, key: str, now: float) -> None:
+        """Count a running reservation from ``now``: its handler starts only now, after slow
+        checks, and a repeat measures by ``created_at`` whether the call is still alive."""
+        self._run(
+            "UPDATE turnkit_idempotency SET created_at = ?"
+            " WHERE caller_identity = ? AND tool = ? AND key = ? AND state = 'running'",
+            (now, identity, tool, key),
+        )
+
     def abandon_idempotency(
         self, identity: str, tool: str, key: str, answer: dict[str, Any], before: float
     ) -> bool:
