@@ -25,7 +25,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from bench import checkpoint_growth, concurrency, fit, for_model, turn_overhead, validate
+from bench import checkpoint_growth, concurrency, fit, for_model, server, turn_overhead, validate
 
 Scenario = Callable[[bool], list[dict[str, Any]]]
 
@@ -69,6 +69,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fit": fit.run,
     "checkpoint_growth": checkpoint_growth.run,
     "concurrency": concurrency.run,
+    "server": server.run,
 }
 
 
