@@ -26,8 +26,13 @@ _bearer = HTTPBearer(
 )
 
 
-def executor_of(request: Request) -> Executor:
-    """The executor the app was created with."""
+async def executor_of(request: Request) -> Executor:
+    """The executor the app was created with (async: FastAPI runs a sync dependency in a worker
+    thread, a hop that cost more than the lookup)."""
+    return _executor(request)
+
+
+def _executor(request: Request) -> Executor:
     executor: Executor = request.app.state.executor
     return executor
 
@@ -46,7 +51,7 @@ async def api_key(
     key = await keys.aby_secret(credentials.credentials)
     if key is None:
         raise _refused("the bearer is not a known API key")
-    reason = key.refused(executor_of(request).clock())
+    reason = key.refused(_executor(request).clock())
     if reason is not None:
         raise _refused(reason + "; make a new key with turnkit keys create")
     return key
