@@ -354,6 +354,22 @@ def test_openapi_docs_and_health_answer(http):
     assert http.get("/healthz").json() == {"status": "ok"}
 
 
+def test_the_document_says_every_error_is_a_problem(http):
+    document = http.get("/openapi.json").json()
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    problem = document["components"]["schemas"]["Problem"]
+    assert set(problem["required"]) == {"title", "status", "detail", "code"}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if not path.startswith("/v1"):
+                continue
+            for status in ("401", "404", "422", "500"):
+                content = operation["responses"][status]["content"]
+                assert list(content) == [PROBLEM], (method, path, status)
+    invoke = document["paths"]["/v1/tools/{name}/invoke"]["post"]
+    assert "202" in invoke["responses"]
+
+
 def test_the_default_app_serves_mcp_beside_rest(executor, keys):
     listing = {
         "jsonrpc": "2.0",

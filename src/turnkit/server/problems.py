@@ -25,11 +25,21 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from turnkit.registry.answers import Answer, ErrorCode
 
-__all__ = ["MEDIA_TYPE", "STATUS", "answer_problem", "install", "is_json", "problem"]
+__all__ = [
+    "MEDIA_TYPE",
+    "RESPONSES",
+    "STATUS",
+    "Problem",
+    "answer_problem",
+    "install",
+    "is_json",
+    "problem",
+]
 
 MEDIA_TYPE: Final = "application/problem+json"
 
@@ -48,6 +58,28 @@ STATUS: Final[dict[ErrorCode, int]] = {
     "outcome_unknown": 500,
 }
 """The HTTP status of each executor error code."""
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document (``application/problem+json``): every error answer."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field("about:blank", description="The HTTP status says what kind.")
+    title: str = Field(description="The status phrase.")
+    status: int = Field(description="The HTTP status.")
+    detail: str = Field(description="What was wrong, and what to do.")
+    code: str = Field(description="The executor's error code, or an HTTP-level one.")
+
+
+RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    status: {
+        "description": f"{HTTPStatus(status).phrase}: a problem document",
+        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+    for status in (400, 401, 403, 404, 409, 410, 413, 415, 422, 429, 500, 504)
+}
+"""The error answers every route may give, for the OpenAPI document (``Problem``'s schema is
+added to its components by ``install``)."""
 
 _HTTP_CODES: Final[dict[int, str]] = {
     400: "malformed_json",
@@ -100,6 +132,17 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]  # Starlette's handler type is wider
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]  # the same
     app.add_exception_handler(Exception, _bug)
+    generated = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = generated()
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas["Problem"] = Problem.model_json_schema()
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend it
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -24,7 +24,7 @@ from turnkit.server.auth import Key, Ran
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=problems.RESPONSES)
 _BODY_FIELDS = ("input", "dry_run", "confirm_token")
 
 
@@ -62,7 +62,12 @@ async def get_tool(name: str, key: Key, executor: Ran) -> views.ToolView:
     raise views.Missing(f"this key may use no tool named {name[:100]!r}; GET /v1/tools lists them")
 
 
-@router.post("/tools/{name}/invoke", tags=["tools"], openapi_extra=_INVOKE_DOC)
+@router.post(
+    "/tools/{name}/invoke",
+    tags=["tools"],
+    openapi_extra=_INVOKE_DOC,
+    responses={202: {"description": "Held for a person: the confirmation, and its Location"}},
+)
 async def invoke(
     name: str,
     request: Request,
