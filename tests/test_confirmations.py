@@ -9,6 +9,7 @@ import pytest
 import _workers
 from _shop import prices
 from turnkit import Caller, Decision
+from turnkit.registry.confirmations import DECIDE_SCOPE
 
 
 @pytest.fixture
@@ -106,6 +107,24 @@ def test_a_holder_of_confirm_any_may_decide_for_another(executor, shop, held):
     answer = executor.confirm(held, Caller.session("root"), "approve")
     assert answer["status"] == "ok"
     assert shop.writes()[0]["caller"] == "session:alice"  # it runs as the held caller
+
+
+def test_a_key_of_a_confirm_any_owner_decides_for_another_only_with_the_decide_scope(
+    executor, shop, held
+):
+    tool = executor.ledger.get_confirmation(held).tool
+    read_only = Caller.key("k-read", user_id="root", scopes={"shop.products:read"})
+    limited = Caller.key("k-lim", user_id="root", scopes={DECIDE_SCOPE})
+    deciding = Caller.key("k-dec", user_id="root", scopes={DECIDE_SCOPE})
+    refused = executor.confirm(held, read_only, "approve")
+    assert refused["error"]["code"] == "forbidden"
+    assert DECIDE_SCOPE in refused["error"]["message"]
+    outside = executor.confirm(held, limited, "approve", allow={"shop.list_products"})
+    assert "allow list" in outside["error"]["message"]
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    assert executor.confirm(held, deciding, "approve", allow={tool})["status"] == "ok"
+    assert len(shop.writes()) == 1
 
 
 def test_a_permission_revoked_while_waiting_blocks_the_write(executor, alice, rights, shop, held):

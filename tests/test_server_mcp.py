@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from turnkit import Registry
+from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey, ApiKeys
 from turnkit.registry.names import model_name
@@ -385,10 +386,13 @@ async def test_rejected_write_reaches_the_caller_as_rejected(served, shop) -> No
     assert shop.writes() == []
 
 
-async def test_confirmation_is_read_only_by_its_key_or_a_confirm_any_owner(served) -> None:
+async def test_confirmation_is_read_only_by_its_key_or_a_confirm_any_owners_deciding_key(
+    served,
+) -> None:
     key, secret = served.key("alice", READ, WRITE)
     _, other = served.key("bob", READ)
-    _, root = served.key("root", READ)
+    _, root = served.key("root", READ, DECIDE_SCOPE)
+    _, root_reader = served.key("root", READ)  # the owner may; a key without the scope may not
     async with connect(served.url, secret) as client:
         await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
     [pending] = served.executor.pending(key.caller)
@@ -396,8 +400,12 @@ async def test_confirmation_is_read_only_by_its_key_or_a_confirm_any_owner(serve
     async with connect(served.url, other) as client:
         hidden = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
         unknown = await client.call_tool("system_get_confirmation", {"confirmation_id": "nope"})
+    async with connect(served.url, root_reader) as client:
+        refused = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
     async with connect(served.url, root) as client:
         shown = await client.call_tool("system_get_confirmation", {"confirmation_id": pending.id})
+    assert refused.is_error
+    assert text(refused) == text(hidden)
 
     assert hidden.is_error
     assert pending.id in text(hidden)
@@ -542,3 +550,14 @@ async def test_write_held_over_mcp_and_approved_over_rest_reaches_the_mcp_caller
     assert outcome.structured_content["status"] == "done"
     assert outcome.structured_content["outcome"]["result"] == {"deleted": "TEA-0001"}
     assert [entry["tool"] for entry in shop.writes()] == ["delete_product"]
+
+
+@pytest.mark.parametrize("given", ["\x00", "a\x00b", "\ud800", "x" * 10_000, ""])
+def test_a_confirmation_id_no_database_stores_is_simply_unknown(served, given) -> None:
+    _, secret = served.key("alice", READ)
+    answer = post(served.url, call("system_get_confirmation", {"confirmation_id": given}),
+                  f"Bearer {secret}")  # fmt: skip  # raw: the SDK's client cannot send a surrogate
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]  # a tool result the model reads, not a protocol error
+    assert result["isError"] is True
+    assert "not_found" in json.dumps(result)

@@ -15,6 +15,7 @@ import uvicorn
 
 from _shop import prices
 from turnkit.registry.answers import ErrorCode
+from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.server import create_app
 from turnkit.server.problems import STATUS
 
@@ -47,14 +48,18 @@ class Served:
 @pytest.fixture
 def keys(executor, clock):
     """Secrets: bob reads, alice reads and writes, alice's key limited to one tool, root (who
-    may decide for anyone) reads."""
+    may decide for anyone) with the decide scope, without it, and limited to one tool."""
     store = executor.ledger.keys
     read, write = {"shop.products:read"}, {"shop.products:read", "shop.products:write"}
     made = {
         "reader": store.create("bob", read, now=clock.now),
         "writer": store.create("alice", write, now=clock.now),
         "listing": store.create("alice", write, allow={"shop.list_products"}, now=clock.now),
-        "root": store.create("root", read, now=clock.now),
+        "root": store.create("root", read | {DECIDE_SCOPE}, now=clock.now),
+        "root_reader": store.create("root", read, now=clock.now),
+        "root_listing": store.create(
+            "root", read | {DECIDE_SCOPE}, allow={"shop.list_products"}, now=clock.now
+        ),
         "brief": store.create("alice", write, expires_in=60, now=clock.now),
     }
     return {name: secret for name, (_, secret) in made.items()} | {
@@ -202,7 +207,7 @@ def test_a_held_write_is_listed_and_approved_over_rest_once(http, keys, shop):
     assert http.get("/v1/confirmations", headers=writer).json() == []
 
 
-def test_only_the_holder_or_a_confirm_any_owner_sees_and_decides(http, keys, shop):
+def test_only_the_holder_or_a_confirm_any_owners_deciding_key_sees_and_decides(http, keys, shop):
     confirmation = hold_delete(http, keys["writer"])
     other = bearer(keys["reader"])
     assert http.get("/v1/confirmations", headers=other).json() == []
@@ -212,6 +217,17 @@ def test_only_the_holder_or_a_confirm_any_owner_sees_and_decides(http, keys, sho
     root = bearer(keys["root"])
     assert [c["id"] for c in http.get("/v1/confirmations", headers=root).json()] == [confirmation]
     assert shop.writes() == []
+    for limited, said in (("root_reader", DECIDE_SCOPE), ("root_listing", "allow list")):
+        headers = bearer(keys[limited])  # the owner may decide for anyone; this key may not
+        assert http.get("/v1/confirmations", headers=headers).json() == []
+        seen = http.get(f"/v1/confirmations/{confirmation}", headers=headers)
+        assert said in assert_problem(seen, 403, "forbidden")["detail"]
+        refused = http.post(f"/v1/confirmations/{confirmation}/approve", headers=headers)
+        assert said in assert_problem(refused, 403, "forbidden")["detail"]
+    assert shop.writes() == []
+    approved = http.post(f"/v1/confirmations/{confirmation}/approve", headers=root)
+    assert approved.status_code == 200, approved.text
+    assert len(shop.writes()) == 1
 
 
 def test_a_rejected_write_never_runs(http, keys, shop):

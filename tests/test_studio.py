@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from _openai_server import OpenAIServer, call, reply
 from turnkit.demo import Catalogue, ledger_path
+from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -297,7 +298,7 @@ async def test_one_langgraph_dev_serves_the_graph_rest_and_mcp_and_rest_decides_
     _count_price_writes(db)
     ledger = open_ledger(ledger_path(db))
     ledger.setup()
-    _, secret = ledger.keys.create("demo", {"catalogue.products:read"})
+    _, secret = ledger.keys.create("demo", {"catalogue.products:read", DECIDE_SCOPE})
     ledger.close()
     server = start_studio(TURNKIT_DEMO_DB=str(db))
     bearer = {"Authorization": f"Bearer {secret}"}

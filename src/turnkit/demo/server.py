@@ -6,7 +6,8 @@ store, so a write a Studio run holds is listed and decided at ``/v1/confirmation
 run, resumed, honours that decision. langgraph-api's own ``/mcp`` route is turned off
 (``"disable_mcp": true``: it speaks only older MCP protocols and serves graphs, not tools), so
 ``/mcp`` is turnkit's. Keys: ``turnkit keys create --db .turnkit/demo.ledger.sqlite --user demo
---scope catalogue.products:read`` (the ledger beside ``TURNKIT_DEMO_DB``).
+--scope catalogue.products:read --scope system.confirmations:decide`` (the ledger beside
+``TURNKIT_DEMO_DB``; the second scope lets the key decide the Studio session's holds).
 
 The demo has one person, the demo user: serving this app, they may also decide every held write
 (``system.confirm_any``), so a key of theirs approves over REST what a Studio run held for them.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -40,15 +41,44 @@ from turnkit.registry.visibility import Allow
 
 __all__ = [
     "CONFIRM_ANY",
+    "DECIDE_SCOPE",
     "Decision",
     "DecisionAction",
     "confirm_steps",
+    "could_be_id",
     "current_steps",
     "parse_decision",
+    "refusal_for_others",
 ]
 
 CONFIRM_ANY = "system.confirm_any"
 """The permission that lets a person decide confirmations held for someone else."""
+DECIDE_SCOPE = "system.confirmations:decide"
+"""The scope a key needs, beside its owner's ``CONFIRM_ANY``, to see and decide confirmations
+held for others: a key limited to reading must not approve anyone's writes."""
+ID_LIMIT = 200
+"""The longest text that may name a confirmation (its ids are uuids)."""
+
+
+def refusal_for_others(
+    decider: Caller, held: Confirmation, permissions: Collection[str], allow: Allow = "all"
+) -> str | None:
+    """Why ``decider`` (holding ``permissions`` now, limited to ``allow``) may not see or decide
+    ``held``, a confirmation held for another caller; None when they may. The one rule for every
+    surface: the executor, REST and MCP.
+
+    A person deciding for others needs ``CONFIRM_ANY``; a key also needs the scope
+    ``DECIDE_SCOPE`` and, with an allow list, the held tool in it.
+    """
+    who = f"confirmation {held.id!r} was held for another caller"
+    if CONFIRM_ANY not in permissions:
+        return f"{who}; only they, or someone with the permission {CONFIRM_ANY!r}, may decide it"
+    if decider.kind == "key" and DECIDE_SCOPE not in decider.scopes:
+        return f"{who}; a key decides others' confirmations only with the scope {DECIDE_SCOPE!r}"
+    if allow != "all" and held.tool not in allow:
+        return f"{who}, for {held.tool!r}, which this key's allow list leaves out"
+    return None
+
 
 DecisionAction: TypeAlias = Literal["approve", "reject", "edit"]
 
@@ -158,21 +188,17 @@ def confirm_steps(
     parsed = parse_decision(decision)
     if isinstance(parsed, str):
         return answers.error("invalid_input", f"invalid decision: {parsed}")
-    if not isinstance(confirmation_id, str):
-        return answers.error("not_found", f"no confirmation {confirmation_id!r}")
-    held: Confirmation | None = yield OnLedger(
-        lambda ledger: ledger.get_confirmation(confirmation_id)
-    )
+    if not could_be_id(confirmation_id):
+        return answers.error("not_found", f"no confirmation {str(confirmation_id)[:80]!r}")
+    cid: str = confirmation_id  # type: ignore[assignment]  # could_be_id: a str
+    held: Confirmation | None = yield OnLedger(lambda ledger: ledger.get_confirmation(cid))
     if held is None:
-        return answers.error("not_found", f"no confirmation {confirmation_id[:80]!r}")
+        return answers.error("not_found", f"no confirmation {cid[:80]!r}")
     if decider.identity != held.caller.identity:
         permissions = yield Permissions(decider)
-        if CONFIRM_ANY not in permissions:
-            return answers.error(
-                "forbidden",
-                f"confirmation {held.id!r} was held for another caller; only they, or someone"
-                f" with the permission {CONFIRM_ANY!r}, may decide it",
-            )
+        refused = refusal_for_others(decider, held, permissions, allow)
+        if refused is not None:
+            return answers.error("forbidden", refused)
     settings = yield from settings_now(env)
     now = env.clock()
     if held.status == "pending" and held.expires_at <= now:
@@ -239,10 +265,24 @@ def confirm_steps(
     return outcome
 
 
+def could_be_id(confirmation_id: object) -> bool:
+    """Whether ``confirmation_id`` could name a confirmation: text every database can be asked
+    for (no NUL, no lone surrogate, at most ``ID_LIMIT`` characters). Anything else names none."""
+    if not isinstance(confirmation_id, str) or not 0 < len(confirmation_id) <= ID_LIMIT:
+        return False
+    try:
+        confirmation_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in confirmation_id
+
+
 def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation | None]:
     """The confirmation as it stands now, or None. One whose time ran out while it waited is
     closed as expired first (once, in the ledger), and an approved write whose run stopped (its
     process died) is closed as ``outcome_unknown``, so its ``outcome`` says so."""
+    if not could_be_id(confirmation_id):
+        return None
     held: Confirmation | None = yield OnLedger(
         lambda ledger: ledger.get_confirmation(confirmation_id)
     )

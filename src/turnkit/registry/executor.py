@@ -27,8 +27,13 @@ from turnkit.registry._memo import remember
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.registry._steps import HoldRule, hold_rule
 from turnkit.registry.answers import Answer
-from turnkit.registry.caller import Caller, PermissionProvider
-from turnkit.registry.confirmations import Decision, confirm_steps, current_steps
+from turnkit.registry.caller import Caller, PermissionProvider, apermissions_now
+from turnkit.registry.confirmations import (
+    Decision,
+    confirm_steps,
+    current_steps,
+    refusal_for_others,
+)
 from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
@@ -336,6 +341,17 @@ class Executor:
     async def aconfirmation(self, confirmation_id: str) -> Confirmation | None:
         """Async twin of ``confirmation``."""
         return await adrive(current_steps(self._env, confirmation_id), self._env)
+
+    async def arefusal_to_decide(
+        self, decider: Caller, confirmation: Confirmation, allow: Allow = "all"
+    ) -> str | None:
+        """Why ``decider`` may not see or decide ``confirmation`` now, or None when they may:
+        the caller it was held for may; anyone else by ``refusal_for_others`` (the rule
+        ``confirm`` applies)."""
+        if decider.identity == confirmation.caller.identity:
+            return None
+        permissions = await apermissions_now(self.permissions, decider)
+        return refusal_for_others(decider, confirmation, permissions, allow)
 
     def recorded(self, caller: Caller, name: str, idempotency_key: str) -> Answer | None:
         """The answer an earlier call of ``name`` by ``caller`` with ``idempotency_key`` got,

@@ -1,9 +1,10 @@
 """``/v1/confirmations``: the held writes a key may decide, read and decided over REST.
 
-A key may see and decide the confirmations it was held under, and every pending one when its
-owner holds ``system.confirm_any`` (the executor's rule for deciding; ``executor.aconfirm`` checks
-it again). Deciding is the executor's atomic ledger update: the write runs at most once, whoever
-decides first, from whichever process.
+A key may see and decide the confirmations it was held under, and others' when its owner holds
+``system.confirm_any`` and the key carries the scope ``system.confirmations:decide`` (for the
+tools of its allow list, if it has one): ``refusal_for_others``, the executor's one rule, which
+``executor.aconfirm`` applies again. Deciding is the executor's atomic ledger update: the write
+runs at most once, whoever decides first, from whichever process.
 
 Answers: 200 with the confirmation resource when this request decided it (its ``outcome`` says
 what the write did); 409 ``already_decided`` when it had been decided before (the problem carries
@@ -23,7 +24,7 @@ from starlette.exceptions import HTTPException
 
 from turnkit.registry.answers import is_error
 from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import CONFIRM_ANY
+from turnkit.registry.confirmations import refusal_for_others
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey
 from turnkit.registry.ledger.records import Confirmation
@@ -54,12 +55,18 @@ class Edit(BaseModel):
 @router.get("")
 async def list_confirmations(request: Request, key: Key, executor: Ran) -> list[dict[str, Any]]:
     """The pending, unexpired confirmations this key may decide, oldest first."""
-    everyone = await _decides_for_anyone(executor, key)
-    found = await executor.ledger.alist_confirmations(
-        status="pending", caller=None if everyone else key.caller
-    )
+    found = await executor.ledger.alist_confirmations(status="pending")
+    permissions = await apermissions_now(executor.permissions, key.caller)  # asked once
     now = executor.clock()
-    return [confirmation_view(held, request) for held in found if held.expires_at > now]
+    return [
+        confirmation_view(held, request)
+        for held in found
+        if held.expires_at > now
+        and (
+            held.caller.identity == key.caller.identity
+            or refusal_for_others(key.caller, held, permissions, key.allowed) is None
+        )
+    ]
 
 
 @router.get("/{confirmation_id}")
@@ -133,16 +140,8 @@ async def _found(executor: Executor, confirmation_id: str) -> Confirmation:
 
 
 async def _check_decider(executor: Executor, key: ApiKey, held: Confirmation) -> None:
-    """A 403 unless the key was held itself or its owner may decide for anyone (the rule
-    ``executor.aconfirm`` applies again when deciding)."""
-    if held.caller.identity != key.caller.identity and not await _decides_for_anyone(executor, key):
-        raise HTTPException(
-            403,
-            f"confirmation {held.id!r} was held for another caller; only they, or someone with"
-            f" the permission {CONFIRM_ANY!r}, may see and decide it",
-        )
-
-
-async def _decides_for_anyone(executor: Executor, key: ApiKey) -> bool:
-    """Whether the key's owner may decide confirmations held for others, now."""
-    return CONFIRM_ANY in await apermissions_now(executor.permissions, key.caller)
+    """A 403 unless the key may see and decide ``held`` (the rule ``executor.aconfirm`` applies
+    again when deciding)."""
+    refused = await executor.arefusal_to_decide(key.caller, held, key.allowed)
+    if refused is not None:
+        raise HTTPException(403, refused)

@@ -21,8 +21,6 @@ from typing import Any
 from mcp import types
 
 from turnkit.registry.answers import Answer
-from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import CONFIRM_ANY
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey
 from turnkit.registry.ledger.records import Confirmation, iso
@@ -158,7 +156,7 @@ class McpTools:
                 }
             )
         found = await self.executor.aconfirmation(confirmation_id)
-        if found is None or not await self._may_read(key, found):
+        if found is None or await self.executor.arefusal_to_decide(key.caller, found, key.allowed):
             message = UNKNOWN_CONFIRMATION.format(id=confirmation_id[:100])
             return _error_result({"code": "not_found", "message": message, "details": {}})
         status = _confirmation_status(found)
@@ -166,12 +164,6 @@ class McpTools:
             content=[types.TextContent(type="text", text=_json(status))],
             structured_content=status,
         )
-
-    async def _may_read(self, key: ApiKey, confirmation: Confirmation) -> bool:
-        """The key that made the held call, or one whose owner may decide for anyone."""
-        if confirmation.caller.identity == key.caller.identity:
-            return True
-        return CONFIRM_ANY in await apermissions_now(self.executor.permissions, key.caller)
 
 
 def _listed(name: str, tool: Tool, hold: str) -> types.Tool:
