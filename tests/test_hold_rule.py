@@ -135,7 +135,8 @@ def test_an_admin_write_over_the_batch_limit_is_held_though_its_danger_check_say
     key = Caller.key("k", user_id="alice", scopes={"shop.prices:write"})
     prices = [{"sku": f"s{i}", "price": 1} for i in range(51)]
     try:
-        held = executor.execute(key, "shop.set_prices", {"prices": prices, "idempotency_key": "i1"})
+        control = {"idempotency_key": "i1"}
+        held = executor.execute(key, "shop.set_prices", {"prices": prices}, control)
         assert held["status"] == "confirmation_required", held
         assert ran == []
         small = executor.execute(key, "shop.set_prices", {"prices": prices[:50]})

@@ -136,6 +136,38 @@ def test_an_input_that_is_not_an_object_is_invalid_input(executor, key, shop, va
 # --- control fields ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("field", ["dry_run", "confirm_token", "idempotency_key"])
+async def test_a_control_field_inside_the_input_never_reaches_a_handler(field):
+    """Over MCP or REST a client may put ``dry_run`` in the arguments: refused, never run (a tool
+    with an open schema would take it as data and write for real)."""
+    received: list[dict[str, Any]] = []
+
+    class Open:
+        key = "open"
+
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{"name": "open.add_note", "audience": "public", "danger": None,
+                     "input_schema": {"type": "object"},
+                     "handler": lambda value, ctx: received.append(value) or "noted"}]  # fmt: skip
+
+    executor = Executor(Registry([Open()]))
+    value = {"text": "hi", field: True if field == "dry_run" else "x"}
+    try:
+        anyone = Caller.public()
+        answers = [executor.execute(anyone, "open.add_note", value),
+                   await executor.aexecute(anyone, "open.add_note", value)]  # fmt: skip
+        for answer in answers:
+            error = assert_error(answer, "invalid_input")
+            assert f"{field!r} in the input" in error["message"]
+            assert error["details"]["control_fields"] == [field]
+        assert received == []
+        assert (
+            executor.execute(Caller.public(), "open.add_note", {"text": "hi"})["result"] == "noted"
+        )
+    finally:
+        executor.close()
+
+
 @pytest.mark.parametrize(
     "control",
     ["dry_run", ["dry_run"], ("dry_run", True), 1, True],

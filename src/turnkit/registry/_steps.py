@@ -78,6 +78,14 @@ def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Answer |
         return answers.error(
             "invalid_input", f"the input must be a JSON object, got {_kind(value)}"
         ), ""
+    smuggled = sorted(CONTROL_FIELDS.intersection(value))
+    if smuggled:  # no tool declares them (tool_checks): in the input they would reach a handler
+        return answers.error(
+            "invalid_input",
+            f"{', '.join(map(repr, smuggled))} in the input: control fields go beside the input"
+            " (over REST: beside 'input' in the body; the Idempotency-Key header), never in it",
+            control_fields=smuggled,
+        ), ""
     problem = json_problem(value)
     if problem is not None:
         return answers.error(
