@@ -3,6 +3,7 @@ on the same ``--db`` (one and several worker processes), and its mistakes told i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import postgres_url
 from test_cli import TURNKIT, env
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -39,8 +41,11 @@ def serving(tmp_path) -> Iterator[object]:
     def start(*args: str) -> str:
         port = free_port()
         log = (tmp_path / f"serve-{port}.log").open("w")
+        tests = str(Path(__file__).resolve().parent)  # --module _cli_app:Shop
         process = subprocess.Popen([TURNKIT, "serve", *args, "--port", str(port)], cwd=tmp_path,
-                                   env=env(), stdout=log, stderr=subprocess.STDOUT, text=True,
+                                   env={**env(), "PYTHONPATH": tests,
+                                        "TURNKIT_TEST_APP_DIR": str(tmp_path)}, stdout=log,
+                                   stderr=subprocess.STDOUT, text=True,
                                    start_new_session=True)  # fmt: skip
         started.append(process)
         url = f"http://127.0.0.1:{port}"
@@ -56,7 +61,8 @@ def serving(tmp_path) -> Iterator[object]:
 
     yield start
     for process in started:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have stopped on its own
+            os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
 
 
@@ -93,3 +99,21 @@ def test_a_mistake_is_told_in_a_line_before_anything_listens(tmp_path, args, sai
     assert done.returncode == 2, done.stdout + done.stderr
     assert said in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_banner_hides_the_databases_password(serving, tmp_path):
+    url = postgres_url().replace("postgres@", "postgres:hunter2@", 1)
+    served = serving("--demo", "--db", url, "--catalogue", str(tmp_path / "catalogue.sqlite"))
+    (log,) = tmp_path.glob("serve-*.log")
+    banner = log.read_text()
+    assert "turnkit serve · REST" in banner
+    assert "postgresql://***@127.0.0.1" in banner
+    assert "hunter2" not in banner
+    assert httpx.get(f"{served}/healthz").status_code == 200
+
+
+def test_serving_a_module_without_permissions_says_what_keys_will_miss(serving, tmp_path):
+    served = serving("--module", "_cli_app:App", "--db", str(tmp_path / "t.sqlite"))
+    (log,) = tmp_path.glob("serve-*.log")
+    assert "no --permissions: key owners hold no permissions" in log.read_text()
+    assert httpx.get(f"{served}/healthz").status_code == 200

@@ -26,6 +26,7 @@ from turnkit.cli.options import (
     console,
     session,
 )
+from turnkit.registry.ledger.urls import shown
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -75,13 +76,18 @@ def serve(
         "permissions": permissions,
     }
     session(db, module, entry_points, catalogue, "demo", [], [], permissions).close()  # checked
-    os.environ[OPTIONS] = json.dumps(options)
-    where = f"http://{host}:{port}"
+    os.environ[OPTIONS] = json.dumps(options)  # read, then removed, by each worker
+    where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
         f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · docs {where}/docs · storage"
-        f" {escape(db or 'the default (.turnkit/turnkit.sqlite)')}"
+        f" {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
     )
-    command = "turnkit keys create --user USER --scope SCOPE" + (f" --db {db}" if db else "")
+    if not demo and permissions is None:
+        console.print(
+            "[yellow]warning:[/] no --permissions: key owners hold no permissions, so tools that"
+            " need one are hidden from every key (give your application's provider)"
+        )
+    command = "turnkit keys create --user USER --scope SCOPE" + (f" --db {storage}" if db else "")
     console.print(f"[dim]callers need a key: {escape(command)}[/]")
     uvicorn.run(
         "turnkit.cli.serve:app_from_environment",
@@ -98,7 +104,10 @@ def app_from_environment() -> ASGIApp:
     from turnkit.cli.session import open_session
     from turnkit.server import create_app
 
-    options: dict[str, Any] = json.loads(os.environ[OPTIONS])
+    given = os.environ.pop(OPTIONS, None)  # not left for the handlers' child processes
+    if given is None:
+        raise SystemExit(f"{OPTIONS} is not set: start the server with `turnkit serve`")
+    options: dict[str, Any] = json.loads(given)
     opened = open_session(user="demo", grants=[], act=[], **options)
     atexit.register(opened.close)
     return create_app(opened.executor)
