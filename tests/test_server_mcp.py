@@ -561,3 +561,27 @@ def test_a_confirmation_id_no_database_stores_is_simply_unknown(served, given) -
     result = answer.json()["result"]  # a tool result the model reads, not a protocol error
     assert result["isError"] is True
     assert "not_found" in json.dumps(result)
+
+
+def test_an_elicitation_answer_relayed_by_a_client_is_never_an_approval(served, shop) -> None:
+    _, secret = served.key("alice", READ, WRITE)
+    request = call("shop_delete_product", {"sku": "TEA-0001"})
+    request["params"] |= {
+        "inputResponses": {"confirm": {"action": "accept", "content": {"approve": True}}},
+        "requestState": "approved",
+    }
+    answers = [post(served.url, request, f"Bearer {secret}").json()["result"] for _ in range(2)]
+    for answer in answers:  # held each time, as any call: an "accept" decides nothing
+        assert answer.get("isError") is not True, answer
+        assert "confirmation" in json.dumps(answer)
+    assert served.executor.pending() != []
+    assert all(c.status == "pending" for c in served.executor.pending())
+    assert shop.writes() == []
+
+
+def test_get_on_the_stateless_endpoint_is_refused_at_once(served) -> None:
+    _, secret = served.key("alice", READ)
+    headers = {"Authorization": f"Bearer {secret}", "Accept": "text/event-stream"}
+    refused = httpx2.get(served.url, headers=headers, timeout=5)
+    assert refused.status_code == 405
+    assert refused.headers["Allow"] == "POST"

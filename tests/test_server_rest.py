@@ -12,10 +12,13 @@ from typing import get_args
 import httpx
 import pytest
 import uvicorn
+from fastapi import Request
 
 from _shop import prices
+from turnkit import Executor, Registry, StaticPermissions
 from turnkit.registry.answers import ErrorCode
 from turnkit.registry.confirmations import DECIDE_SCOPE
+from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 from turnkit.server.problems import STATUS
 
@@ -413,3 +416,61 @@ def test_the_default_app_serves_mcp_beside_rest(executor, keys):
             assert "shop_list_products" in names
             assert "shop_set_prices" not in names
         assert http.post("/mcp", json=listing).status_code == 401
+
+
+class Faulty:
+    """Module ``faulty``: a read whose handler raises with a secret in its message, and one
+    that outlives the handler timeout."""
+
+    key = "faulty"
+
+    def api_tools(self) -> list[dict[str, object]]:
+        def broken(value: dict, ctx: object) -> None:
+            raise RuntimeError("password=hunter2 at db.internal:5432")
+
+        def slow(value: dict, ctx: object) -> str:
+            time.sleep(2)
+            return "late"
+
+        rights = {"scope": "faulty.things:read", "permission": "faulty.use"}
+        return [
+            {"name": "faulty.read_broken", "handler": broken, **rights},
+            {"name": "faulty.read_slowly", "handler": slow, **rights},
+        ]
+
+
+def test_a_handler_that_fails_or_hangs_is_500_or_504_and_leaks_nothing():
+    executor = Executor(
+        Registry([Faulty()]),
+        permissions=StaticPermissions({"u": {"faulty.use"}}),
+        settings=Settings(handler_timeout=0.3),
+    )
+    _, secret = executor.ledger.keys.create("u", {"faulty.things:read"})
+    app = create_app(executor, mcp_path=None)
+    try:
+        with Served(app) as url, httpx.Client(base_url=url, headers=bearer(secret)) as client:
+            broken = client.post("/v1/tools/faulty.read_broken/invoke", json={"input": {}})
+            slow = client.post("/v1/tools/faulty.read_slowly/invoke", json={"input": {}})
+    finally:
+        executor.close()
+    failed = assert_problem(broken, 500, "internal_error")
+    assert "hunter2" not in broken.text
+    assert "Traceback" not in broken.text
+    assert "the error was logged" in failed["detail"]
+    assert_problem(slow, 504, "timeout")
+
+
+def test_the_body_limit_is_for_this_apps_routes_only(executor):
+    """langgraph-api serves its own routes through this app when it mounts it: a run's input
+    bigger than turnkit's limit is not turnkit's to refuse."""
+    app = create_app(executor, mcp_path=None, max_body_bytes=1_000)
+
+    async def other(request: Request) -> dict[str, int]:
+        return {"read": len(await request.body())}
+
+    app.add_api_route("/threads/runs", other, methods=["POST"])
+    big = b"x" * 5_000
+    with Served(app) as url, httpx.Client(base_url=url) as client:
+        assert client.post("/threads/runs", content=big).json() == {"read": 5_000}
+        refused = client.post("/v1/tools/shop.list_products/invoke", content=big)
+    assert_problem(refused, 413, "payload_too_large")

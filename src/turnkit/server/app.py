@@ -66,7 +66,8 @@ def create_app(
         + (f", MCP at {mcp_path}" if mcp_path else ""),
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    ours = ("/v1", "/healthz", *((mcp_path,) if mcp_path else ()))
+    app.add_middleware(BodyLimit, limit=max_body_bytes, paths=ours)
     app.state.executor = executor
     app.state.keys = keys
     problems.install(app)
@@ -85,7 +86,7 @@ async def healthz(executor: Ran) -> dict[str, str]:
 
 
 class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes with a 413 problem document.
+    """Refuse request bodies over ``limit`` bytes to ``paths`` with a 413 problem document.
 
     A declared ``Content-Length`` over the limit is answered at once; a body sent in chunks is
     counted as it is read, and the read that crosses the limit raises the 413 in the handler.
@@ -93,11 +94,11 @@ class BodyLimit:
     problem response: measured with FastAPI 0.165, hence these few lines.)
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, paths: tuple[str, ...]) -> None:
+        self.app, self.limit, self.paths = app, limit, paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or not self._ours(scope):
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length", b"0")
@@ -116,3 +117,10 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+    def _ours(self, scope: Scope) -> bool:
+        """Whether the request is for this app's own routes: mounted as another server's app
+        (langgraph-api makes it the whole server), the other routes keep their own limits."""
+        path, root = scope["path"], scope.get("root_path", "")
+        route = path[len(root) :] if root and path.startswith(root) else path
+        return any(route == prefix or route.startswith(prefix + "/") for prefix in self.paths)

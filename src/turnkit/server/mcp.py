@@ -44,6 +44,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import ConfigDict
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from turnkit.registry.executor import Executor
@@ -161,6 +162,14 @@ class _Endpoint:
                 "the MCP app's lifespan is not running: enter the lifespan mcp_app() returned"
                 " in the host application's own lifespan"
             )
+        if scope.get("method") == "GET":  # a stream nothing is ever sent on, held open for good
+            refused = JSONResponse(
+                {"error": "this MCP server is stateless: send requests with POST"},
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await refused(scope, receive, send)
+            return
         await self._manager.handle_request(scope, receive, send)
 
 
