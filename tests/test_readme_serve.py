@@ -84,10 +84,13 @@ def test_the_serve_section_runs_as_written(tmp_path):
         assert held.startswith("HTTP/1.1 202")
         location = re.search(r"^location: (\S+)", held, re.I | re.M)[1]
         bearer = {"Authorization": f"Bearer {secret}"}
-        approved = httpx.post(f"{url}{location}/approve", headers=bearer)
-        assert approved.status_code == 200, approved.text
-        again = httpx.post(f"{url}{location}/approve", headers=bearer)
-        assert again.status_code == 409
+        itself = httpx.post(f"{url}{location}/approve", headers=bearer)
+        assert itself.status_code == 403  # the key reads its hold; a person decides it
+        assert httpx.get(f"{url}{location}", headers=bearer).json()["status"] == "pending"
+        cid = location.rsplit("/", 1)[1]
+        approved = shell(f"turnkit confirmations approve {cid}", tmp_path)  # the README's way
+        assert "deleted" in approved.stdout
+        assert httpx.get(f"{url}{location}", headers=bearer).json()["status"] == "done"
 
         printed = []
         for code in python:

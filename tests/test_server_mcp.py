@@ -536,11 +536,15 @@ async def test_write_held_over_mcp_and_approved_over_rest_reaches_the_mcp_caller
 ) -> None:
     """The whole server (``create_app``): MCP holds, REST decides, MCP reads the outcome."""
     _, secret = mcp_executor.ledger.keys.create("alice", [READ, WRITE])
+    _, person = mcp_executor.ledger.keys.create("root", [DECIDE_SCOPE])  # an approver
     with uvicorn_serving(create_app(mcp_executor)) as base:
         async with connect(f"{base}/mcp", secret) as client:
             held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
             [confirmation_id] = set(UUID.findall(text(held)))
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}) as http:
+                itself = await http.post(f"{base}/v1/confirmations/{confirmation_id}/approve")
+            assert itself.status_code == 403  # the agent's key does not approve its own write
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {person}"}) as http:
                 approved = await http.post(f"{base}/v1/confirmations/{confirmation_id}/approve")
             outcome = await client.call_tool(
                 "system_get_confirmation", {"confirmation_id": confirmation_id}

@@ -48,6 +48,7 @@ from conftest import postgres_url
 from test_cli import TURNKIT, env
 from test_cli_serve import free_port
 from turnkit.registry._pipeline import WAIT_GRACE
+from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -139,7 +140,8 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
     ledger = open_ledger(db)
     try:
         ledger.set_setting("handler_timeout", TIMEOUT)
-        key, secret = ledger.keys.create("alice", {"slow.products:write"})
+        # the key may decide its own holds: the approvals here are sent with it
+        key, secret = ledger.keys.create("alice", {"slow.products:write", DECIDE_SCOPE})
     finally:
         ledger.close()
     servers = Servers(db, folder)

@@ -50,13 +50,15 @@ class Served:
 
 @pytest.fixture
 def keys(executor, clock):
-    """Secrets: bob reads, alice reads and writes, alice's key limited to one tool, root (who
+    """Secrets: bob reads, alice reads and writes and decides her holds (a second key of hers
+    may not), alice's key limited to one tool, root (who
     may decide for anyone) with the decide scope, without it, and limited to one tool."""
     store = executor.ledger.keys
     read, write = {"shop.products:read"}, {"shop.products:read", "shop.products:write"}
     made = {
         "reader": store.create("bob", read, now=clock.now),
-        "writer": store.create("alice", write, now=clock.now),
+        "writer": store.create("alice", write | {DECIDE_SCOPE}, now=clock.now),
+        "holder": store.create("alice", write, now=clock.now),  # may not decide its own holds
         "listing": store.create("alice", write, allow={"shop.list_products"}, now=clock.now),
         "root": store.create("root", read | {DECIDE_SCOPE}, now=clock.now),
         "root_reader": store.create("root", read, now=clock.now),
@@ -474,3 +476,17 @@ def test_the_body_limit_is_for_this_apps_routes_only(executor):
         assert client.post("/threads/runs", content=big).json() == {"read": 5_000}
         refused = client.post("/v1/tools/shop.list_products/invoke", content=big)
     assert_problem(refused, 413, "payload_too_large")
+
+
+def test_a_key_reads_its_own_hold_but_decides_it_only_with_the_decide_scope(http, keys, shop):
+    confirmation = hold_delete(http, keys["holder"])
+    holder = bearer(keys["holder"])
+    assert http.get(f"/v1/confirmations/{confirmation}", headers=holder).status_code == 200
+    assert http.get("/v1/confirmations", headers=holder).json() == []  # nothing it may decide
+    for action in ("approve", "reject"):
+        refused = http.post(f"/v1/confirmations/{confirmation}/{action}", headers=holder)
+        assert "waits for a person" in assert_problem(refused, 403, "forbidden")["detail"]
+    assert shop.writes() == []
+    assert http.get(f"/v1/confirmations/{confirmation}", headers=holder).json()["status"] == (
+        "pending"
+    )

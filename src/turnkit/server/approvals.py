@@ -1,6 +1,8 @@
 """``/v1/confirmations``: the held writes a key may decide, read and decided over REST.
 
-A key may see and decide the confirmations it was held under, and others' when its owner holds
+A key may read the confirmations it was held under, and decide them only when it carries the
+scope ``system.confirmations:decide`` (a headless client must not approve its own write: the
+operator gives a key that scope on purpose). It may see and decide others' when its owner holds
 ``system.confirm_any`` and the key carries the scope ``system.confirmations:decide`` (for the
 tools of its allow list, if it has one): ``refusal_for_others``, the executor's one rule, which
 ``executor.aconfirm`` applies again. Deciding is the executor's atomic ledger update: the write
@@ -24,7 +26,7 @@ from starlette.exceptions import HTTPException
 
 from turnkit.registry.answers import is_error
 from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import refusal_for_others
+from turnkit.registry.confirmations import DECIDE_SCOPE, refusal_for_others
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey
 from turnkit.registry.ledger.records import Confirmation
@@ -63,8 +65,9 @@ async def list_confirmations(request: Request, key: Key, executor: Ran) -> list[
         for held in found
         if held.expires_at > now
         and (
-            held.caller.identity == key.caller.identity
-            or refusal_for_others(key.caller, held, permissions, key.allowed) is None
+            DECIDE_SCOPE in key.scopes
+            if held.caller.identity == key.caller.identity
+            else refusal_for_others(key.caller, held, permissions, key.allowed) is None
         )
     ]
 
@@ -73,7 +76,7 @@ async def list_confirmations(request: Request, key: Key, executor: Ran) -> list[
 async def get_confirmation(
     confirmation_id: str, request: Request, key: Key, executor: Ran
 ) -> dict[str, Any]:
-    """One confirmation this key may decide, as it stands now."""
+    """One confirmation as it stands now: one this key was held for, or may decide."""
     held = await _found(executor, confirmation_id)
     await _check_decider(executor, key, held)
     return confirmation_view(held, request)
@@ -112,6 +115,7 @@ async def _decide(
 ) -> Response:
     before = await _found(executor, confirmation_id)
     await _check_decider(executor, key, before)
+    await _check_self_decision(key, before)
     answer = await executor.aconfirm(before.id, key.caller, decision, allow=key.allowed)
     after = await executor.aconfirmation(before.id)
     if after is None or after.status in ("pending", "expired"):
@@ -137,6 +141,19 @@ async def _found(executor: Executor, confirmation_id: str) -> Confirmation:
     if held is None:
         raise Missing(f"no confirmation {confirmation_id[:80]!r}")
     return held
+
+
+async def _check_self_decision(key: ApiKey, held: Confirmation) -> None:
+    """A 403 when the key would decide its own hold without ``DECIDE_SCOPE``: a headless client
+    holding the key must not approve its own write (the operator gives that scope on purpose)."""
+    if held.caller.identity == key.caller.identity and DECIDE_SCOPE not in key.scopes:
+        raise HTTPException(
+            403,
+            f"confirmation {held.id!r} waits for a person: this key was held and may read it,"
+            f" but decides its own holds only with the scope {DECIDE_SCOPE!r} (a person"
+            f" decides it with `turnkit confirmations approve {held.id}`, or with a key of"
+            " theirs that may)",
+        )
 
 
 async def _check_decider(executor: Executor, key: ApiKey, held: Confirmation) -> None:
