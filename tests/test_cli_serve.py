@@ -7,25 +7,18 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from _serving import free_port, wait_healthy
 from conftest import postgres_url
 from test_cli import TURNKIT, env
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def turnkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -49,15 +42,8 @@ def serving(tmp_path) -> Iterator[object]:
                                    start_new_session=True)  # fmt: skip
         started.append(process)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert process.poll() is None, (tmp_path / f"serve-{port}.log").read_text()
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    return url
-            except httpx.TransportError:
-                time.sleep(0.2)
-        raise AssertionError("turnkit serve did not answer /healthz within 60 s")
+        wait_healthy(url, process, tmp_path / f"serve-{port}.log")
+        return url
 
     yield start
     for process in started:

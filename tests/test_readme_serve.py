@@ -15,14 +15,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from _serving import free_port, wait_healthy
 from test_cli import env
-from test_cli_serve import free_port
 from test_readme import ROOT, SERVED, blocks
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -43,18 +42,6 @@ def reader_env() -> dict[str, str]:
     return {**env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
-def wait_for(url: str, server: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "turnkit serve stopped"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise AssertionError("turnkit serve did not answer /healthz within 60 s")
-
-
 def test_the_serve_section_runs_as_written(tmp_path):
     sh = [code for heading, code in blocks("sh") if heading == SERVED]
     python = [code for heading, code in blocks("python") if heading == SERVED]
@@ -73,7 +60,7 @@ def test_the_serve_section_runs_as_written(tmp_path):
                               start_new_session=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(url, server)
+        wait_healthy(url, server)
         said = shell(filled(sh[1]), tmp_path).stdout
         decoder = json.JSONDecoder()  # curl -s prints the bodies one after another
         listed, end = decoder.raw_decode(said)

@@ -29,8 +29,9 @@ from hypothesis import strategies as st
 from schemathesis import Case, CheckContext, HookContext, Response
 from schemathesis.checks import not_a_server_error
 
+from _serving import uvicorn_serving
 from _shop import prices
-from test_server_rest import PROBLEM, Served
+from test_server_rest import PROBLEM
 from turnkit import Registry
 from turnkit.registry.executor import Executor
 from turnkit.server import create_app
@@ -133,7 +134,7 @@ def writer(executor: Executor, clock: Any) -> str:
 @pytest.fixture
 def base_url(executor: Executor) -> Iterator[str]:
     """The app (REST only, 10 kB body limit) served by uvicorn on 127.0.0.1."""
-    with Served(create_app(executor, mcp_path=None, max_body_bytes=10_000)) as url:
+    with uvicorn_serving(create_app(executor, mcp_path=None, max_body_bytes=10_000)) as url:
         yield url
 
 

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import auth_context_var
@@ -28,6 +26,7 @@ from mcp.types import CallToolResult
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from _serving import uvicorn_serving
 from turnkit import Registry
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.executor import Executor
@@ -114,26 +113,6 @@ def mcp_executor(ledger, shop, stock, rights, clock) -> Iterator[Executor]:
     )
     yield executor
     executor.close()
-
-
-@contextmanager
-def uvicorn_serving(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn on 127.0.0.1 (an ephemeral port) in a thread; its base URL."""
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped while starting"
-        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    assert not thread.is_alive()
 
 
 @pytest.fixture

@@ -43,10 +43,10 @@ from typing import Any
 import httpx
 import pytest
 
+from _serving import free_port, wait_healthy
 from _slow_shop import FOLDER, open_gate, runs
 from conftest import postgres_url
 from test_cli import TURNKIT, env
-from test_cli_serve import free_port
 from turnkit.registry._pipeline import WAIT_GRACE
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.ledger import open_ledger
@@ -99,24 +99,12 @@ class Servers:
             self.started.append(server)
             begun.append(server)
         for server in begun:
-            _wait_healthy(server)
+            wait_healthy(server.url, server.process, server.log)
         return begun
 
     def close(self) -> None:
         for server in self.started:
             server.kill()
-
-
-def _wait_healthy(server: Server) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert server.process.poll() is None, server.log.read_text()
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise AssertionError(f"turnkit serve did not answer /healthz within 60 s: {server.log}")
 
 
 @dataclass

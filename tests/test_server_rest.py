@@ -4,16 +4,15 @@ idempotency, and every kind of bad request answered with a problem document, nev
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import get_args
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import Request
 
+from _serving import uvicorn_serving
 from _shop import prices
 from turnkit import Executor, Registry, StaticPermissions
 from turnkit.registry.answers import ErrorCode
@@ -23,29 +22,6 @@ from turnkit.server import create_app
 from turnkit.server.problems import STATUS
 
 PROBLEM = "application/problem+json"
-
-
-class Served:
-    """An app served by uvicorn in a background thread on an ephemeral port."""
-
-    def __init__(self, app: object) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
-            assert self.thread.is_alive(), "uvicorn stopped while starting"
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 @pytest.fixture
@@ -76,7 +52,7 @@ def keys(executor, clock):
 def http(executor) -> Iterator[httpx.Client]:
     """A keep-alive client of the app served on 127.0.0.1 (REST only, 10 kB body limit)."""
     app = create_app(executor, mcp_path=None, max_body_bytes=10_000)
-    with Served(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+    with uvicorn_serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         yield client
 
 
@@ -409,7 +385,8 @@ def test_the_default_app_serves_mcp_beside_rest(executor, keys):
         "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": "tools/list",
     }
-    with Served(create_app(executor)) as url, httpx.Client(base_url=url, timeout=10) as http:
+    app = create_app(executor)
+    with uvicorn_serving(app) as url, httpx.Client(base_url=url, timeout=10) as http:
         assert http.get("/v1/tools", headers=bearer(keys["reader"])).status_code == 200
         for path in ("/mcp", "/mcp/"):
             answer = http.post(path, json=listing, headers=headers)
@@ -450,7 +427,8 @@ def test_a_handler_that_fails_or_hangs_is_500_or_504_and_leaks_nothing():
     _, secret = executor.ledger.keys.create("u", {"faulty.things:read"})
     app = create_app(executor, mcp_path=None)
     try:
-        with Served(app) as url, httpx.Client(base_url=url, headers=bearer(secret)) as client:
+        served = uvicorn_serving(app)
+        with served as url, httpx.Client(base_url=url, headers=bearer(secret)) as client:
             broken = client.post("/v1/tools/faulty.read_broken/invoke", json={"input": {}})
             slow = client.post("/v1/tools/faulty.read_slowly/invoke", json={"input": {}})
     finally:
@@ -472,7 +450,7 @@ def test_the_body_limit_is_for_this_apps_routes_only(executor):
 
     app.add_api_route("/threads/runs", other, methods=["POST"])
     big = b"x" * 5_000
-    with Served(app) as url, httpx.Client(base_url=url) as client:
+    with uvicorn_serving(app) as url, httpx.Client(base_url=url) as client:
         assert client.post("/threads/runs", content=big).json() == {"read": 5_000}
         refused = client.post("/v1/tools/shop.list_products/invoke", content=big)
     assert_problem(refused, 413, "payload_too_large")
