@@ -35,6 +35,7 @@ from turnkit.registry.names import model_name
 from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 from turnkit.server.mcp import KeyVerifier, mcp_app, mcp_server
+from turnkit.server.mcp_tools import GET_CONFIRMATION, McpTools
 
 READ = "shop.products:read"
 WRITE = "shop.products:write"
@@ -568,3 +569,29 @@ def test_get_on_the_stateless_endpoint_is_refused_at_once(served) -> None:
     refused = httpx2.get(served.url, headers=headers, timeout=5)
     assert refused.status_code == 405
     assert refused.headers["Allow"] == "POST"
+
+
+async def test_a_tool_is_listed_by_the_name_its_call_resolves_whatever_the_key_sees(ledger):
+    """Two registry names one model name: the registry's first wins for every key, so a key that
+    sees only the second is not offered a name that would call the first."""
+
+    class Clash:
+        key = "a"
+
+        def api_tools(self) -> list[dict[str, Any]]:
+            first = {"name": "a.b_c", "scope": "a.first:read", "permission": "a.use"}
+            second = {"name": "a_b.c", "scope": "a.second:read", "permission": "a.use"}
+            return [{**tool, "handler": lambda v, c: "ran"} for tool in (first, second)]
+
+    executor = Executor(Registry([Clash()]), ledger=ledger,
+                        permissions=lambda caller: {"a.use"})  # fmt: skip
+    try:
+        both, _ = ledger.keys.create("u", {"a.first:read", "a.second:read"})
+        second_only, _ = ledger.keys.create("u", {"a.second:read"})
+        tools = McpTools(executor)
+        names = [[t.name for t in (await tools.list_tools(k)).tools] for k in (both, second_only)]
+        assert names == [[GET_CONFIRMATION, "a_b_c"], [GET_CONFIRMATION]]
+        called = await tools.call_tool(second_only, "a_b_c", {})
+        assert called.is_error  # the name is the first tool's, which this key may not use
+    finally:
+        executor.close()

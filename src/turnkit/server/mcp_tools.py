@@ -104,6 +104,9 @@ class McpTools:
         by_model = model_names(executor.registry.tools, name_of=lambda tool: tool.name)
         by_model.pop(GET_CONFIRMATION, None)  # ours: the registry cannot name a tool system.*
         self._by_model = by_model
+        self._name_of = {tool.name: name for name, tool in by_model.items()}
+        """Each tool's MCP name, settled over the whole registry: the name a key is listed is
+        the name its call resolves, whatever other tools the key sees."""
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """The input schema of the tool MCP calls ``name`` (no I/O), or None for no such tool."""
@@ -118,9 +121,9 @@ class McpTools:
             return types.ListToolsResult(tools=[])
         visible = await self.executor.avisible_for(key.caller, key.allowed)
         shown = [
-            _listed(name, tool, self.executor.hold_rule(key.caller, tool))
-            for name, tool in model_names(visible, name_of=lambda tool: tool.name).items()
-            if name != GET_CONFIRMATION
+            _listed(self._name_of[tool.name], tool, self.executor.hold_rule(key.caller, tool))
+            for tool in visible
+            if tool.name in self._name_of
         ]
         return types.ListToolsResult(tools=[_GET_CONFIRMATION_TOOL, *shown])
 
