@@ -38,8 +38,9 @@ NO_KEY = (
 )
 HELD = (
     "Not done yet: this call waits for a person's confirmation {id} (until {expires_at})."
-    " A person decides it outside this conversation: 'POST /v1/confirmations/{id}/approve'"
-    " (or /reject) on this server, or 'turnkit confirmations approve {id}'."
+    " A person decides it outside this conversation: 'turnkit confirmations"
+    " approve {id}', or 'POST /v1/confirmations/{id}/approve' (or /reject) on this server with"
+    " a key allowed to decide."
     ' Call {tool} with {{"confirmation_id": "{id}"}} to learn the outcome.'
 )
 UNKNOWN_CONFIRMATION = (
