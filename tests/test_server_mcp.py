@@ -27,6 +27,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from _serving import uvicorn_serving
+from _shop import prices
 from turnkit import Registry
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.executor import Executor
@@ -595,3 +596,27 @@ async def test_a_tool_is_listed_by_the_name_its_call_resolves_whatever_the_key_s
         assert called.is_error  # the name is the first tool's, which this key may not use
     finally:
         executor.close()
+
+
+def test_a_call_retried_with_its_idempotency_key_in_meta_writes_once(served, shop) -> None:
+    _, secret = served.key("alice", READ, WRITE)
+    bearer = f"Bearer {secret}"
+
+    def sent(meta: dict[str, Any]) -> dict[str, Any]:
+        request = call("shop_set_prices", prices("TEA-0001", price=7.5))
+        request["params"]["_meta"] |= meta
+        return post(served.url, request, bearer).json()["result"]
+
+    dry = sent({"io.turnkit/dry_run": True})
+    assert dry.get("isError") is not True, dry
+    assert '"dry_run":true' in dry["content"][0]["text"]
+    assert shop.writes() == []
+    first = sent({"io.turnkit/idempotency_key": "retry-1"})
+    again = sent({"io.turnkit/idempotency_key": "retry-1"})  # a client's retry after a timeout
+    assert first.get("isError") is not True, first
+    assert again["content"] == first["content"]
+    assert len(shop.writes()) == 1
+    wrong = sent({"io.turnkit/idempotency_key": 5})
+    assert wrong["isError"] is True
+    assert "idempotency_key" in wrong["content"][0]["text"]
+    assert len(shop.writes()) == 1

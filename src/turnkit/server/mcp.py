@@ -49,7 +49,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey, ApiKeys
-from turnkit.server.mcp_tools import McpTools
+from turnkit.server.mcp_tools import McpTools, control_of
 
 __all__ = ["KeyToken", "KeyVerifier", "mcp_app", "mcp_server", "request_key"]
 
@@ -120,7 +120,8 @@ def mcp_server(executor: Executor) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await tools.call_tool(request_key(ctx), params.name, params.arguments)
+        control = control_of(params.meta)
+        return await tools.call_tool(request_key(ctx), params.name, params.arguments, control)
 
     return Server(
         SERVER_NAME,

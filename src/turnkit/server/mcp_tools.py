@@ -27,7 +27,7 @@ from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.tool import Annotations, Tool
 
-__all__ = ["GET_CONFIRMATION", "McpTools"]
+__all__ = ["CONTROL_META", "GET_CONFIRMATION", "McpTools", "control_of"]
 
 GET_CONFIRMATION = "system_get_confirmation"
 """The MCP name of the tool that tells a key what became of a write it made that was held."""
@@ -129,9 +129,14 @@ class McpTools:
         return types.ListToolsResult(tools=[_GET_CONFIRMATION_TOOL, *shown])
 
     async def call_tool(
-        self, key: ApiKey | None, name: str, arguments: dict[str, Any] | None
+        self,
+        key: ApiKey | None,
+        name: str,
+        arguments: dict[str, Any] | None,
+        control: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Run ``name`` for ``key`` through the executor; its answer as an MCP result."""
+        """Run ``name`` for ``key`` through the executor; its answer as an MCP result.
+        ``control``: the call's control fields (``control_of`` the request's ``_meta``)."""
         if key is None:
             return _error_result({"code": "forbidden", "message": NO_KEY, "details": {}})
         if name == GET_CONFIRMATION:
@@ -141,6 +146,7 @@ class McpTools:
             key.caller,
             name if tool is None else tool.name,  # an unknown name: the executor answers (audited)
             {} if arguments is None else arguments,
+            control,
             allow=key.allowed,
         )
         structured = tool is not None and _output_schema(tool, key) is not None
@@ -168,6 +174,17 @@ class McpTools:
             content=[types.TextContent(type="text", text=_json(status))],
             structured_content=status,
         )
+
+
+CONTROL_META = {"io.turnkit/idempotency_key": "idempotency_key", "io.turnkit/dry_run": "dry_run"}
+"""The ``_meta`` fields of a ``tools/call`` that carry control fields: a client that retries a
+call with the same idempotency key gets the first answer again, never a second write."""
+
+
+def control_of(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The control fields a ``tools/call``'s ``_meta`` carries (the executor checks them)."""
+    found = {field: meta[key] for key, field in CONTROL_META.items() if meta and key in meta}
+    return found or None
 
 
 def _listed(name: str, tool: Tool, hold: str) -> types.Tool:
@@ -225,6 +242,8 @@ def _result(answer: Answer, *, structured: bool) -> types.CallToolResult:
         )
     if status == "error":
         return _error_result(answer["error"])
+    if answer.get("dry_run"):  # what the call would do; nothing was done
+        return types.CallToolResult(content=[types.TextContent(type="text", text=_json(answer))])
     return types.CallToolResult(  # a rejection or a replay of one: the answer as it stands
         content=[types.TextContent(type="text", text=_json(answer))], is_error=True
     )
