@@ -13,13 +13,12 @@ import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.graph import START, StateGraph
+from langgraph.graph import StateGraph
 
 from bench import _common
 from turnkit._compat import RunnableCallable
-from turnkit.graph import routing
+from turnkit.graph.build import wire
 from turnkit.turn.state import TurnOutput, TurnState
-from turnkit.turn.views import VIEWS
 
 __all__ = ["shape_graph"]
 
@@ -57,24 +56,16 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
         return {"held": []}
 
     graph = StateGraph(TurnState, output_schema=TurnOutput)
-    for name, node in [
-        ("list_tools", list_tools),
-        ("call_model", call_model),
-        ("validate_args", validate_args),
-        ("execute", execute),
-        ("fit_results", fit_results),
-        ("await_confirmation", await_confirmation),
-    ]:
-        graph.add_node(name, RunnableCallable(node, name=name, trace=False),
-                       input_schema=VIEWS[name])  # fmt: skip
-    graph.add_edge(START, "list_tools")
-    graph.add_edge("list_tools", "call_model")
-    for source, route in [
-        ("call_model", routing.after_model),
-        ("validate_args", routing.after_validation),
-        ("fit_results", routing.after_results),
-        ("await_confirmation", routing.after_confirmation),
-    ]:
-        graph.add_conditional_edges(source, RunnableCallable(route, name=None, trace=False))
-    graph.add_edge("execute", "fit_results")
+    nodes = {
+        name: RunnableCallable(node, name=name, trace=False)
+        for name, node in [
+            ("list_tools", list_tools),
+            ("call_model", call_model),
+            ("validate_args", validate_args),
+            ("execute", execute),
+            ("fit_results", fit_results),
+            ("await_confirmation", await_confirmation),
+        ]
+    }
+    wire(graph, nodes)
     return graph.compile(checkpointer=checkpointer)

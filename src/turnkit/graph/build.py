@@ -74,6 +74,15 @@ def builder(
             "await_confirmation", await_confirmation, aawait_confirmation, bound
         ),
     }
+    return wire(graph, nodes)
+
+
+Graph = StateGraph[Any, Any, Any, Any]
+
+
+def wire(graph: Graph, nodes: dict[str, Any]) -> Graph:
+    """Add the six ``nodes`` (by name, each reading its view) and the turn's edges to ``graph``:
+    the one shape of a turn (``bench/_shape.py`` wires its stand-ins with it too)."""
     for name, node in nodes.items():
         graph.add_node(name, node, input_schema=VIEWS[name])
     graph.add_edge(START, "list_tools")
