@@ -268,13 +268,11 @@ def confirm_steps(
 def could_be_id(confirmation_id: object) -> bool:
     """Whether ``confirmation_id`` could name a confirmation: text every database can be asked
     for (no NUL, no lone surrogate, at most ``ID_LIMIT`` characters). Anything else names none."""
-    if not isinstance(confirmation_id, str) or not 0 < len(confirmation_id) <= ID_LIMIT:
-        return False
-    try:
-        confirmation_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in confirmation_id
+    return (
+        isinstance(confirmation_id, str)
+        and 0 < len(confirmation_id) <= ID_LIMIT
+        and steps.plain_text(confirmation_id)
+    )
 
 
 def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation | None]:
