@@ -16,7 +16,7 @@ this key's, an edit that fails the tool's schema) is a problem and leaves it pen
 
 from __future__ import annotations
 
-import re
+from collections.abc import Collection
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -37,7 +37,6 @@ from turnkit.server.views import Missing, confirmation_view
 __all__ = ["router"]
 
 router = APIRouter(prefix="/confirmations", tags=["confirmations"])
-_UUID = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 
 
 class Rejection(BaseModel):
@@ -63,12 +62,7 @@ async def list_confirmations(request: Request, key: Key, executor: Ran) -> list[
     return [
         confirmation_view(held, request)
         for held in found
-        if held.expires_at > now
-        and (
-            DECIDE_SCOPE in key.scopes
-            if held.caller.identity == key.caller.identity
-            else refusal_for_others(key.caller, held, permissions, key.allowed) is None
-        )
+        if held.expires_at > now and _refusal(key, held, permissions) is None
     ]
 
 
@@ -78,7 +72,7 @@ async def get_confirmation(
 ) -> dict[str, Any]:
     """One confirmation as it stands now: one this key was held for, or may decide."""
     held = await _found(executor, confirmation_id)
-    await _check_decider(executor, key, held)
+    await _check_reader(executor, key, held)
     return confirmation_view(held, request)
 
 
@@ -114,8 +108,9 @@ async def _decide(
     confirmation_id: str, decision: dict[str, Any], request: Request, key: ApiKey, executor: Ran
 ) -> Response:
     before = await _found(executor, confirmation_id)
-    await _check_decider(executor, key, before)
-    await _check_self_decision(key, before)
+    refused = _refusal(key, before, await apermissions_now(executor.permissions, key.caller))
+    if refused is not None:
+        raise HTTPException(403, refused)
     answer = await executor.aconfirm(before.id, key.caller, decision, allow=key.allowed)
     after = await executor.aconfirmation(before.id)
     if after is None or after.status in ("pending", "expired"):
@@ -135,30 +130,29 @@ async def _decide(
 
 
 async def _found(executor: Executor, confirmation_id: str) -> Confirmation:
-    held = None
-    if _UUID.fullmatch(confirmation_id):
-        held = await executor.aconfirmation(confirmation_id)
+    held = await executor.aconfirmation(confirmation_id)  # an id no database stores names none
     if held is None:
         raise Missing(f"no confirmation {confirmation_id[:80]!r}")
     return held
 
 
-async def _check_self_decision(key: ApiKey, held: Confirmation) -> None:
-    """A 403 when the key would decide its own hold without ``DECIDE_SCOPE``: a headless client
-    holding the key must not approve its own write (the operator gives that scope on purpose)."""
-    if held.caller.identity == key.caller.identity and DECIDE_SCOPE not in key.scopes:
-        raise HTTPException(
-            403,
-            f"confirmation {held.id!r} waits for a person: this key was held and may read it,"
-            f" but decides its own holds only with the scope {DECIDE_SCOPE!r} (a person"
-            f" decides it with `turnkit confirmations approve {held.id}`, or with a key of"
-            " theirs that may)",
-        )
+def _refusal(key: ApiKey, held: Confirmation, permissions: Collection[str]) -> str | None:
+    """Why ``key`` (its owner holding ``permissions``) may not decide ``held``, or None. Its own
+    hold needs ``DECIDE_SCOPE``: a headless client holding the key must not approve its own
+    write (the operator gives that scope on purpose); another's, ``refusal_for_others``."""
+    if held.caller.identity != key.caller.identity:
+        return refusal_for_others(key.caller, held, permissions, key.allowed)
+    if DECIDE_SCOPE in key.scopes:
+        return None
+    return (
+        f"confirmation {held.id!r} waits for a person: this key was held and may read it,"
+        f" but decides its own holds only with the scope {DECIDE_SCOPE!r} (a person decides it"
+        f" with `turnkit confirmations approve {held.id}`, or with a key of theirs that may)"
+    )
 
 
-async def _check_decider(executor: Executor, key: ApiKey, held: Confirmation) -> None:
-    """A 403 unless the key may see and decide ``held`` (the rule ``executor.aconfirm`` applies
-    again when deciding)."""
+async def _check_reader(executor: Executor, key: ApiKey, held: Confirmation) -> None:
+    """A 403 unless the key may see ``held``: its own hold, or another's it may decide."""
     refused = await executor.arefusal_to_decide(key.caller, held, key.allowed)
     if refused is not None:
         raise HTTPException(403, refused)
