@@ -126,3 +126,58 @@ async def test_a_call_cancelled_in_a_worker_thread_stops_there_and_releases_its_
     )
     assert again["status"] == "confirmation_required"
     executor.close()
+
+
+async def test_a_call_whose_code_is_all_sync_makes_one_worker_thread_hop(ledger, monkeypatch):
+    """Provider, ledger work and the sync handler (handed to the handler pool from the worker
+    thread) in one hop: a hop costs more CPU than a plain read's ledger work."""
+    hops: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(function: Any, /, *args: Any) -> Any:
+        hops.append(getattr(function, "__name__", "?"))
+        return await to_thread(function, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    executor = _executor(ledger, lambda caller: {"lab.view"})
+    answer = await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
+    executor.close()
+    assert answer["status"] == "ok"
+    assert len(hops) == 1
+    assert len(ledger.audit_rows()) == 1
+
+
+async def test_a_run_cancelled_while_its_sync_handler_runs_still_records_the_outcome(ledger):
+    """The handler cannot be stopped: once it has run, its audit row and idempotency record are
+    written, so a retry with the same key replays instead of running it a second time."""
+    started, go_on = threading.Event(), threading.Event()
+    runs: list[int] = []
+
+    def slow(input: dict, ctx: Any) -> dict:
+        runs.append(1)
+        started.set()
+        go_on.wait(5)
+        return {"thing": len(runs)}
+
+    class Slow(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": slow}]
+
+    executor = Executor(Registry([Slow()]), ledger=ledger, permissions=lambda c: {"lab.view"})
+    alice = Caller.session("alice")
+    control = {"idempotency_key": "k"}
+    task = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {}, control))
+    assert await asyncio.to_thread(started.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    go_on.set()
+    for _ in range(100):  # the worker thread records the outcome on its own
+        if ledger.audit_rows():
+            break
+        await asyncio.sleep(0.05)
+    assert [row["status"] for row in ledger.audit_rows()] == ["ok"]
+    again = await executor.aexecute(alice, "lab.get_thing", {}, control)
+    executor.close()
+    assert (again["result"], again.get("replayed")) == ({"thing": 1}, True)
+    assert runs == [1]

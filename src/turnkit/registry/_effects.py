@@ -6,9 +6,9 @@ A ledger effect carries the call itself, ``OnLedger(lambda ledger: ledger.charge
 go-to-definition, renames and the type checker follow every ledger call (no dispatch by name).
 ``drive`` performs the effects in the calling thread; ``adrive`` performs them without ever
 blocking the event loop: it advances the steps in a worker thread, performing the effects that may
-block there (ledger calls, the application's code, a sync permission provider), and comes back to
-the loop only for what belongs there (a handler, under its timeout; a pause; an async provider).
-A read call so makes two thread hops besides its handler's, not one per ledger call.
+block there (ledger calls, the application's code, a sync permission provider, a sync handler
+under its timeout), and comes back to the loop only for what belongs there (an async handler or
+provider, a pause). A call whose code is all sync so makes one thread hop, not one per effect.
 """
 
 from __future__ import annotations
@@ -194,9 +194,16 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
 
 
 def _blocks(effect: Effect, env: Environment) -> bool:
-    """True for an effect that may block: performed in a worker thread, never on the loop."""
+    """True for an effect that may block: performed in a worker thread, never on the loop.
+
+    A sync handler is one: the worker thread hands it to the handler pool and waits under its
+    timeout, as ``drive`` does, so a call whose handler is sync makes one hop from the loop, not
+    three (measured: a hop costs ~0.13 ms of CPU here, more than a plain read's ledger work).
+    """
     if isinstance(effect, OnLedger | UserCode):
         return True
+    if isinstance(effect, RunHandler):
+        return not _is_async(effect.handler)
     if isinstance(effect, Permissions):
         return not (_is_async(env.permissions) or isinstance(env.permissions, StaticPermissions))
     return False
@@ -217,7 +224,9 @@ def _advance(
     ``(False, effect)``.
 
     Once ``cancelled`` is set, ``Cancelled`` is thrown into the steps at their next effect; the
-    effects of their clean-up still run.
+    effects of their clean-up still run. Once a handler has run, its outcome is recorded (audit,
+    idempotency, confirmation) whatever happens to the awaiting run: the write is done, and a
+    released key would let a retry do it again.
     """
     stopping = False
     reply: Any = None
@@ -237,6 +246,7 @@ def _advance(
                     reply, error = _perform(effect, env), None
             except Exception as exc:  # handed back to the steps on the next turn
                 reply, error = None, exc
+            stopping = stopping or isinstance(effect, RunHandler)
         try:
             effect = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
