@@ -10,6 +10,10 @@ Every server runs in a process of its own under uvicorn (the load runs in this o
   at a time. Target: turnkit ≤ 1.3x the bare endpoint's time per call. The same pair is also
   timed on one raw keep-alive connection each (``Connection``, no client library): the
   server's own price, without httpx's ~0.8 ms per request here (no target).
+- **The floor** (``ledger_app``): a sync FastAPI endpoint doing only the ledger work the issue
+  asks of every call (key lookup, rate-limit charge, audit row; on its own SQLite ledger) around
+  the same handler, no governance. Its ratio to the bare endpoint is the least any server that
+  keeps those promises pays; "turnkit ÷ floor" is the price of the governance itself.
 - **MCP ``tools/call``**: turnkit's ``/mcp`` (the same ``turnkit serve`` process) against the
   same tool served by the SDK's own ``MCPServer`` without governance (``mcp_peer_app``, in the
   same stateless JSON mode as turnkit's), both called by the SDK's ``Client`` over Streamable
@@ -52,7 +56,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     from bench import _common
 
 import httpx
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel
 
 from turnkit.registry.ledger import open_ledger
@@ -105,6 +109,42 @@ def bare_app() -> FastAPI:
     return app
 
 
+LEDGER_PEER = "TURNKIT_BENCH_LEDGER_PEER"
+"""The environment variable naming the floor peer's SQLite ledger."""
+
+
+def ledger_app() -> FastAPI:
+    """The floor: the ledger work the issue asks of every REST call, without governance.
+
+    A sync FastAPI endpoint (run in FastAPI's thread pool, as FastAPI runs blocking code) that
+    looks the bearer key up, charges the rate limit, calls the handler and writes the audit row,
+    on its own SQLite ledger (``TURNKIT_BENCH_LEDGER_PEER``): what turnkit cannot skip. No
+    rights, validation, idempotency or settings: what is left between it and turnkit is those.
+    """
+    ledger = open_ledger(os.environ[LEDGER_PEER])
+    app = FastAPI()
+    handler = admin_module().api_tools()[0].handler
+
+    @app.post("/v1/tools/{name}/invoke")
+    def invoke(name: str, body: InvokeBody, request: Request) -> dict[str, Any]:
+        secret = request.headers.get("authorization", "").removeprefix("Bearer ")
+        key = ledger.keys.by_secret(secret)
+        if key is None:
+            raise HTTPException(401)
+        started = time.time()
+        ledger.charge(key.caller.identity, int(started // 60), 1, 1_000_000_000)
+        result = handler(body.input, None)
+        ledger.audit(at=started, caller=key.caller.identity, tool=name, status="ok", code=None,
+                     duration_ms=(time.time() - started) * 1000)  # fmt: skip
+        return {"executed": True, "status": "ok", "result": result}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
 def mcp_peer_app() -> Any:
     """The peer of MCP ``tools/call``: the SDK's ``MCPServer`` with the same function, no
     governance, stateless JSON responses (as turnkit's ``/mcp``)."""
@@ -125,11 +165,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(command: list[str], ready: str) -> Iterator[str]:
-    """``command`` (given ``{port}``) run from the repository root; its base URL once ``ready``
-    (a path) answers; stopped on exit."""
+def serving(command: list[str], ready: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``command`` (given ``{port}``) run from the repository root with ``env`` added to this
+    process's environment; its base URL once ``ready`` (a path) answers; stopped on exit."""
     port = _free_port()
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    env = os.environ | {"PYTHONPATH": str(ROOT)} | (env or {})
     argv = [part.format(port=port) for part in command]
     process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -371,23 +411,39 @@ def calls_rows(quick: bool, folder: Path) -> list[dict[str, Any]]:
     with ExitStack() as stack:
         turnkit = stack.enter_context(serving(turnkit_command(db, 1), "/healthz"))
         bare = stack.enter_context(serving(uvicorn_command("bench.server:bare_app"), "/healthz"))
+        floor_db = str(folder / "floor.sqlite")
+        floor_bearer = {"Authorization": f"Bearer {prepared(floor_db)}"}
+        floor = stack.enter_context(
+            serving(uvicorn_command("bench.server:ledger_app"), "/healthz", {LEDGER_PEER: floor_db})
+        )
         peer = stack.enter_context(
             serving(uvicorn_command("bench.server:mcp_peer_app"), "/not-served")
         )
         ours = stack.enter_context(httpx.Client(base_url=turnkit, headers=bearer, timeout=30))
         theirs = stack.enter_context(httpx.Client(base_url=bare, timeout=30))
-        rest = interleaved({"turnkit": rest_call(ours), "bare": rest_call(theirs)}, *_sizes(quick))
+        floors = stack.enter_context(httpx.Client(base_url=floor, headers=floor_bearer, timeout=30))
+        rest = interleaved(
+            {"turnkit": rest_call(ours), "bare": rest_call(theirs), "floor": rest_call(floors)},
+            *_sizes(quick),
+        )
         rows += [
             _common.row(SCENARIO, "REST invoke: turnkit serve (÷ bare FastAPI)",
                         rest["turnkit"] * 1e6, "µs", **_target(rest["turnkit"] / rest["bare"])),
             _common.row(SCENARIO, "REST invoke: bare FastAPI endpoint", rest["bare"] * 1e6, "µs"),
+            _common.row(SCENARIO, "REST invoke: FastAPI + key, charge, audit (÷ bare)",
+                        rest["floor"] * 1e6, "µs", ratio=rest["floor"] / rest["bare"]),
+            _common.row(SCENARIO, "REST invoke: turnkit ÷ FastAPI + key, charge, audit",
+                        rest["turnkit"] * 1e6, "µs", ratio=rest["turnkit"] / rest["floor"]),
         ]  # fmt: skip
-        urls, headers = {"turnkit": turnkit, "bare": bare}, {"turnkit": bearer, "bare": {}}
+        urls = {"turnkit": turnkit, "bare": bare, "floor": floor}
+        headers = {"turnkit": bearer, "bare": {}, "floor": floor_bearer}
         raw = asyncio.run(sequential_seconds(urls, headers, quick))
         rows += [
             _common.row(SCENARIO, "REST invoke, raw connection: turnkit (÷ bare)",
                         raw["turnkit"] * 1e6, "µs", ratio=raw["turnkit"] / raw["bare"]),
             _common.row(SCENARIO, "REST invoke, raw connection: bare", raw["bare"] * 1e6, "µs"),
+            _common.row(SCENARIO, "REST invoke, raw connection: key, charge, audit (÷ bare)",
+                        raw["floor"] * 1e6, "µs", ratio=raw["floor"] / raw["bare"]),
         ]  # fmt: skip
         mcp = asyncio.run(mcp_seconds(f"{turnkit}/mcp", f"{peer}/mcp", secret, quick))
         rows += [
