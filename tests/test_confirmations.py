@@ -31,8 +31,9 @@ def test_approve_runs_the_held_write_once_and_answers_its_result(executor, alice
 
 def test_deciding_again_returns_the_stored_outcome_and_runs_nothing(executor, alice, shop, held):
     first = executor.confirm(held, alice, Decision.approve())
-    assert executor.confirm(held, alice, "approve") == first
-    assert executor.confirm(held, alice, "reject") == first
+    late = {**first, "already_decided": True}  # the stored outcome, marked as not this decision
+    assert executor.confirm(held, alice, "approve") == late
+    assert executor.confirm(held, alice, "reject") == late
     assert len(shop.writes()) == 1
 
 
@@ -40,7 +41,7 @@ def test_reject_runs_nothing_and_keeps_the_message(executor, alice, shop, held):
     answer = executor.confirm(held, alice, Decision.reject("not today"))
     assert answer == {"executed": False, "status": "rejected", "message": "not today"}
     assert shop.writes() == []
-    assert executor.confirm(held, alice, "approve") == answer
+    assert executor.confirm(held, alice, "approve") == {**answer, "already_decided": True}
     assert executor.ledger.get_confirmation(held).status == "rejected"
 
 
@@ -132,7 +133,7 @@ def test_a_permission_revoked_while_waiting_blocks_the_write(executor, alice, ri
     answer = executor.confirm(held, alice, "approve")
     assert answer["error"]["code"] == "forbidden"
     assert shop.writes() == []
-    assert executor.confirm(held, alice, "approve") == answer
+    assert executor.confirm(held, alice, "approve") == {**answer, "already_decided": True}
     closed = executor.ledger.get_confirmation(held)  # closed for good, the reason kept
     assert closed.status == "done"
     assert "shop.manage" in closed.outcome["error"]["message"]
@@ -199,9 +200,8 @@ def test_two_processes_approving_at_once_run_the_write_exactly_once(
         worker.join(timeout=60)
         assert worker.exitcode == 0
     assert len(shop.writes()) == 1
-    assert (
-        outcomes[0] == outcomes[1] == {"executed": True, "status": "ok", "result": {"updated": 1}}
-    )
+    ran = {"executed": True, "status": "ok", "result": {"updated": 1}}
+    assert sorted(outcomes, key=len) == [ran, {**ran, "already_decided": True}]  # one decided
     assert executor.ledger.get_confirmation(held).status == "done"
 
 

@@ -188,6 +188,22 @@ def test_a_held_write_is_listed_and_approved_over_rest_once(http, keys, shop):
     assert http.get("/v1/confirmations", headers=writer).json() == []
 
 
+def test_approvals_racing_over_rest_run_once_and_only_one_answers_200(http, keys, shop):
+    from concurrent.futures import ThreadPoolExecutor
+
+    confirmation = hold_delete(http, keys["writer"])
+    url = f"{str(http.base_url).rstrip('/')}/v1/confirmations/{confirmation}/approve"
+
+    def approve(_: int) -> int:
+        with httpx.Client(timeout=10) as own:
+            return own.post(url, headers=bearer(keys["writer"])).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        statuses = sorted(pool.map(approve, range(4)))
+    assert statuses == [200, 409, 409, 409]
+    assert len(shop.writes()) == 1
+
+
 def test_only_the_holder_or_a_confirm_any_owners_deciding_key_sees_and_decides(http, keys, shop):
     confirmation = hold_delete(http, keys["writer"])
     other = bearer(keys["reader"])

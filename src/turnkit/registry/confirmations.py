@@ -205,11 +205,11 @@ def confirm_steps(
         yield from _expire(held, now)
         return (yield from _settled(env, held.id, settings.handler_timeout))
     if held.status != "pending":
-        return (yield from _settled(env, held.id, settings.handler_timeout))
+        return (yield from _decided_before(env, held.id, settings.handler_timeout))
 
     if parsed.action == "reject":
         outcome = answers.rejected(parsed.message)
-        yield OnLedger(
+        closed = yield OnLedger(
             lambda ledger: ledger.close_confirmation(
                 held.id,
                 status="rejected",
@@ -219,6 +219,8 @@ def confirm_steps(
                 decision=parsed.to_json(),
             )
         )
+        if not closed:  # another process decided first, or the time ran out just now
+            return (yield from _decided_before(env, held.id, settings.handler_timeout))
         return (yield from _settled(env, held.id, settings.handler_timeout))
 
     new_input, new_hash = None, None
@@ -239,7 +241,7 @@ def confirm_steps(
         )
     )
     if not won:  # another process decided first, or the time ran out just now
-        return (yield from _settled(env, held.id, settings.handler_timeout))
+        return (yield from _decided_before(env, held.id, settings.handler_timeout))
     run = Call(  # the held caller deciding runs with their caller now (a key's current scopes)
         caller=decider if decider.identity == held.caller.identity else held.caller,
         name=held.tool,
@@ -337,6 +339,13 @@ def _checked_edit(
         problem["error"]["message"] = "the edit was not applied: " + problem["error"]["message"]
         return problem, None, None
     return None, decision.arguments, steps.input_hash(text)
+
+
+def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
+    """``_settled`` for a decision that came too late: the stored outcome, marked
+    ``already_decided`` so a surface can tell the person that this decision changed nothing."""
+    answer = yield from _settled(env, confirmation_id, timeout)
+    return {**answer, "already_decided": True}
 
 
 def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:

@@ -117,7 +117,7 @@ async def _decide(
         # refused and still pending (an invalid edit, a rate limit), or expired: the answer says
         return problems.answer_problem(answer) if is_error(answer) else JSONResponse(answer)
     view = confirmation_view(after, request)
-    if before.status != "pending":
+    if before.status != "pending" or answer.get("already_decided"):  # another decided first
         return problems.problem(
             409,
             f"confirmation {after.id!r} was already decided ({after.status}); nothing ran again:"
