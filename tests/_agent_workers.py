@@ -46,3 +46,18 @@ def start_held_delete(storage: str, thread_id: str, log: str, results: Any) -> N
                 ],
             }
         )
+
+
+def hold_delete_for(storage: str, thread_id: str, log: str, user: str, results: Any) -> None:
+    """``start_held_delete`` with the agent acting for the signed-in ``user``."""
+    from turnkit import Caller, Settings
+
+    model = ScriptedModel(
+        [{"tool_calls": [{"name": "delete_note", "args": {"title": "groceries"}}]}]
+    )
+    caller = Caller.session(user)
+    acting = Settings(api_session_write_modules=["local"])  # the agent may act for the user
+    with Agent(model, tools=notes_tools(log), storage=storage, thread_id=thread_id,
+               caller=caller, settings=acting) as agent:  # fmt: skip
+        response = agent.prompt("Delete my groceries note.")
+        results.put([p.id for p in response.pending])

@@ -14,6 +14,7 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
 from turnkit.server.auth import Ran
+from turnkit.server.ui.session import SignIn
 
 __all__ = ["create_app"]
 
@@ -24,6 +25,8 @@ def create_app(
     keys: ApiKeys | None = None,
     mcp_path: str | None = "/mcp",
     max_body_bytes: int = 1_000_000,
+    ui: bool = True,
+    ui_sign_in: SignIn | None = None,
 ) -> FastAPI:
     """The app serving ``executor``'s tools to API-key callers.
 
@@ -32,11 +35,15 @@ def create_app(
         keys: where bearer keys are looked up; default ``executor.ledger.keys``.
         mcp_path: where the MCP server (Streamable HTTP) is mounted; None for REST only.
         max_body_bytes: larger request bodies are refused with 413.
+        ui: serve the web inbox at ``/ui/`` (people approve held writes in a browser).
+        ui_sign_in: the application's own sign-in for the inbox, ``(request) -> Caller | None``
+            (sync or async); by default people sign in with an API key that carries the scope
+            ``system.confirmations:decide``.
 
     Returns:
-        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/healthz``, ``/openapi.json`` and
-        ``/docs``. Its lifespan must run (uvicorn does; a host app mounting it enters
-        ``app.router.lifespan_context``) when MCP is mounted.
+        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``,
+        ``/openapi.json`` and ``/docs``. Its lifespan must run (uvicorn does; a host app
+        mounting it enters ``app.router.lifespan_context``) when MCP is mounted.
 
     Example:
         >>> from turnkit import Registry
@@ -66,13 +73,18 @@ def create_app(
         + (f", MCP at {mcp_path}" if mcp_path else ""),
         lifespan=lifespan,
     )
-    ours = ("/v1", "/healthz", *((mcp_path,) if mcp_path else ()))
+    ours = ("/v1", "/healthz", "/ui", *((mcp_path,) if mcp_path else ()))
     app.add_middleware(BodyLimit, limit=max_body_bytes, paths=ours)
     app.state.executor = executor
     app.state.keys = keys
     problems.install(app)
     app.include_router(rest.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
+    if ui:
+        from turnkit.server.ui import inbox_router, static_files  # needs jinja2 (server extra)
+
+        app.include_router(inbox_router(executor, keys, ui_sign_in))
+        app.mount("/ui/static", static_files(), name="ui-static")
     if mounted is not None and mcp_path is not None:  # "/mcp" itself too, without a redirect
         app.router.routes.append(Route(mcp_path, mounted, include_in_schema=False))
         app.mount(mcp_path, mounted)

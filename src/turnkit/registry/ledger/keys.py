@@ -166,6 +166,14 @@ class ApiKeys:
         rows = self.ledger._rows(f"SELECT {_COLUMNS} FROM turnkit_api_keys WHERE id = ?", (key_id,))
         return _key(rows[0]) if rows else None
 
+    def with_digest(self, key_id: str) -> tuple[ApiKey, str] | None:
+        """The key with id ``key_id`` and the digest of its secret, or None: a server signs a
+        key's sessions with it, so revoking the key (or losing its row) ends them."""
+        rows = self.ledger._rows(
+            f"SELECT {_COLUMNS}, secret_hash FROM turnkit_api_keys WHERE id = ?", (key_id,)
+        )
+        return (_key(rows[0][:-1]), str(rows[0][-1])) if rows else None
+
     def list(self) -> list[ApiKey]:
         """Every key, oldest first (revoked and expired ones included)."""
         rows = self.ledger._rows(f"SELECT {_COLUMNS} FROM turnkit_api_keys ORDER BY created_at, id")

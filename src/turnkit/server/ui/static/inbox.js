@@ -1,0 +1,42 @@
+// The inbox without a reload: the expiry countdowns tick, and a confirmation decided elsewhere
+// (another tab, the command line, REST, another process) leaves the list within two seconds.
+// Everything here is optional: the forms work without it.
+(function () {
+  "use strict";
+  var root = document.querySelector('link[rel="stylesheet"]').getAttribute("href").replace(/\/static\/inbox\.css$/, "");
+
+  function tick() {
+    document.querySelectorAll("time.countdown").forEach(function (el) {
+      var left = Math.max(0, parseInt(el.dataset.seconds, 10) - 1);
+      el.dataset.seconds = String(left);
+      el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s" : "expired";
+    });
+  }
+
+  function poll() {
+    var shown = document.querySelectorAll("article.confirmation[data-id]");
+    if (!shown.length) return;
+    fetch(root + "/pending.json", { credentials: "same-origin", cache: "no-store" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) {
+        if (!body || !body.signed_in) return;
+        var still = new Set(body.ids);
+        var gone = 0;
+        shown.forEach(function (article) {
+          if (!still.has(article.dataset.id)) { article.remove(); gone += 1; }
+        });
+        if (gone) {
+          var live = document.getElementById("live");
+          live.hidden = false;
+          live.textContent = gone + (gone === 1 ? " confirmation was" : " confirmations were") +
+            " decided elsewhere: see History for who decided and how.";
+        }
+      })
+      .catch(function () {});
+  }
+
+  if (document.querySelector("article.confirmation")) {
+    setInterval(tick, 1000);
+    setInterval(poll, 1500);
+  }
+})();

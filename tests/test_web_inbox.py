@@ -1,0 +1,226 @@
+"""The web inbox (``/ui/``) over real HTTP: sign-in, CSRF, who sees what, deciding, editing,
+history; on SQLite and PostgreSQL. The browser flows are in ``test_web_inbox_browser.py``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi import Request
+
+from _serving import uvicorn_serving
+from _shop import prices
+from turnkit import Caller
+from turnkit.registry.confirmations import DECIDE_SCOPE
+from turnkit.server import create_app
+
+ALICE = Caller.session("alice")
+
+
+@pytest.fixture
+def served(executor) -> Iterator[str]:
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+        yield url
+
+
+@pytest.fixture
+def browser(served) -> Iterator[httpx.Client]:
+    """A keep-alive client that keeps cookies, as a browser does (not signed in)."""
+    with httpx.Client(base_url=served, timeout=10, follow_redirects=True) as client:
+        yield client
+
+
+def csrf_of(page: httpx.Response) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found, page.text[:500]
+    return found.group(1)
+
+
+def sign_in(client: httpx.Client, secret: str) -> httpx.Response:
+    form = client.get("/ui/sign-in")
+    return client.post("/ui/sign-in", data={"key": secret, "csrf": csrf_of(form)})
+
+
+def person_key(executor, user: str = "alice") -> str:
+    return executor.ledger.keys.create(user, {DECIDE_SCOPE})[1]
+
+
+def hold_prices(executor, caller: Caller = ALICE, *skus: str) -> str:
+    answer = executor.execute(caller, "shop.set_prices", prices(*(skus or ("TEA-0001",))))
+    assert answer["status"] == "confirmation_required", answer
+    return answer["confirmation_id"]
+
+
+def test_a_signed_out_person_is_sent_to_sign_in_and_a_bad_key_is_told_what_to_do(browser, executor):
+    inbox = browser.get("/ui/", follow_redirects=False)
+    assert (inbox.status_code, inbox.headers["location"]) == (303, "/ui/sign-in")
+    assert browser.get("/ui/pending.json").status_code == 401
+    wrong = sign_in(browser, "tk_" + "x" * 40)
+    assert wrong.status_code == 401
+    assert "not a known API key" in wrong.text
+    assert "Traceback" not in wrong.text
+    _, reader = executor.ledger.keys.create("alice", {"shop.products:read"})
+    narrow = sign_in(browser, reader)
+    assert narrow.status_code == 401
+    assert f"--scope {DECIDE_SCOPE}" in narrow.text
+    assert browser.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_the_session_cookie_is_httponly_strict_and_signed(browser, executor):
+    signed = sign_in(browser, person_key(executor))
+    assert signed.status_code == 200  # redirected to the inbox
+    cookie = signed.history[0].headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    value = browser.cookies["tk_session"]
+    browser.cookies.set("tk_session", value[:-4] + "0000")  # tampered: not signed in
+    assert browser.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_a_person_sees_their_own_holds_and_approves_once(browser, executor, shop):
+    mine = hold_prices(executor)
+    a_key = Caller.key("k-9", user_id="alice", scopes={"shop.products:write"})
+    other = executor.execute(a_key, "shop.delete_product", {"sku": "TEA-0002"})
+    assert other["status"] == "confirmation_required"  # a key's hold: not the person's own
+    sign_in(browser, person_key(executor))
+    page = browser.get("/ui/")
+    assert page.status_code == 200
+    assert page.text.count('class="confirmation"') == 1
+    assert mine in page.text
+    assert browser.get("/ui/pending.json").json() == {"signed_in": True, "ids": [mine]}
+    done = browser.post(f"/ui/confirmations/{mine}/approve", data={"csrf": csrf_of(page)})
+    assert done.status_code == 200
+    assert "the write ran" in done.text
+    assert len(shop.writes()) == 1
+    again = browser.post(f"/ui/confirmations/{mine}/approve", data={"csrf": csrf_of(page)})
+    assert again.status_code == 409
+    assert "already decided: approve by session:alice" in again.text
+    assert "Nothing ran again" in again.text
+    assert len(shop.writes()) == 1
+
+
+def test_a_forged_form_and_a_signed_out_post_are_refused_and_apply_nothing(browser, executor, shop):
+    held = hold_prices(executor)
+    sign_in(browser, person_key(executor))
+    forged = browser.post(f"/ui/confirmations/{held}/approve", data={"csrf": "x" * 43})
+    assert forged.status_code == 403
+    assert "Reload the page" in forged.text
+    missing = browser.post(f"/ui/confirmations/{held}/approve")
+    assert missing.status_code == 403
+    with httpx.Client(base_url=str(browser.base_url), timeout=10) as stranger:
+        token = csrf_of(stranger.get("/ui/sign-in"))  # a real token, but nobody signed in
+        out = stranger.post(f"/ui/confirmations/{held}/approve", data={"csrf": token},
+                            follow_redirects=False)  # fmt: skip
+        assert (out.status_code, out.headers["location"]) == (303, "/ui/sign-in")
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
+
+
+def test_an_invalid_edit_shows_each_violation_beside_its_field_and_applies_nothing(
+    browser, executor, shop
+):
+    held = hold_prices(executor, ALICE, "TEA-0001", "TEA-0002")
+    sign_in(browser, person_key(executor))
+    token = csrf_of(browser.get("/ui/"))
+    form = {"csrf": token, "/prices/0/price": "-3", "/prices/1/price": "cheap"}
+    refused = browser.post(f"/ui/confirmations/{held}/edit", data=form)
+    assert refused.status_code == 422
+    text = refused.text
+    assert "Nothing was applied" in text
+    assert re.search(r'name="/prices/0/price" value="-3"\s+aria-invalid="true"', text)
+    assert re.search(r'name="/prices/1/price" value="cheap"\s+aria-invalid="true"', text)
+    assert "is not of type" in text
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    fixed = {"csrf": token, "/prices/0/price": "3.5"}
+    done = browser.post(f"/ui/confirmations/{held}/edit", data=fixed)
+    assert done.status_code == 200
+    assert "edited; the write ran" in done.text
+    (write,) = shop.writes()
+    assert write["input"]["prices"][0] == {"sku": "TEA-0001", "price": 3.5}
+
+
+def test_reject_with_a_reason_and_the_history_filters_by_tool_and_status(browser, executor, shop):
+    first, second = hold_prices(executor), hold_prices(executor, ALICE, "TEA-0002")
+    sign_in(browser, person_key(executor))
+    token = csrf_of(browser.get("/ui/"))
+    browser.post(f"/ui/confirmations/{first}/reject", data={"csrf": token, "message": "no"})
+    browser.post(f"/ui/confirmations/{second}/approve", data={"csrf": token})
+    assert executor.ledger.get_confirmation(first).decision == {"action": "reject",
+                                                                "message": "no"}  # fmt: skip
+    history = browser.get("/ui/history").text
+    assert first in history
+    assert second in history
+    assert "ok" in history
+    assert "no write ran" in history
+    rejected = browser.get("/ui/history", params={"status": "rejected"}).text
+    assert first in rejected
+    assert second not in rejected
+    other_tool = browser.get("/ui/history", params={"tool": "shop.delete_product"}).text
+    assert first not in other_tool
+    assert "No decided confirmations match" in other_tool
+
+
+def test_confirm_any_sees_everyones_holds_and_a_revoked_key_ends_the_session(
+    browser, executor, rights
+):
+    held = hold_prices(executor)
+    rights.grant("root", "system.confirm_any")
+    key, secret = executor.ledger.keys.create("root", {DECIDE_SCOPE})
+    sign_in(browser, secret)
+    assert browser.get("/ui/pending.json").json()["ids"] == [held]
+    executor.ledger.keys.revoke(key.id)
+    assert browser.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_an_application_plugs_in_its_own_sign_in(executor, shop):
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    held = hold_prices(executor)
+
+    def who(request: Request) -> Caller | None:
+        user = request.headers.get("x-user")
+        return Caller.session(user) if user else None
+
+    app = create_app(executor, mcp_path=None, ui_sign_in=who)
+    with (
+        uvicorn_serving(app) as url,
+        httpx.Client(base_url=url, timeout=10, follow_redirects=True) as client,
+    ):
+        assert client.get("/ui/", follow_redirects=False).status_code == 303
+        assert "Sign in with the application" in client.get("/ui/sign-in").text
+        page = client.get("/ui/", headers={"x-user": "alice"})
+        assert held in page.text
+        assert "Sign out" not in page.text
+        done = client.post(f"/ui/confirmations/{held}/approve", headers={"x-user": "alice"},
+                           data={"csrf": csrf_of(page)})  # fmt: skip
+        assert done.status_code == 200
+    assert len(shop.writes()) == 1
+
+
+def test_long_lists_fold_with_their_count_and_a_list_of_objects_is_a_table(browser, executor):
+    skus = [f"TEA-{n:04d}" for n in range(1, 13)]
+    held = hold_prices(executor, ALICE, *skus)
+    sign_in(browser, person_key(executor))
+    page = browser.get("/ui/").text
+    assert held in page
+    assert "<summary>12 rows</summary>" in page
+    assert '<th scope="col">price</th><th scope="col">sku</th>' in page
+
+
+def test_the_edit_form_reads_back_into_the_inputs_own_shape_and_types():
+    from turnkit.server.ui import present
+
+    original = {"a/b": [1, 2.5, True, None, "x"], "n": {"m~": 3}}
+    tree = present.node(original)
+    pointers = [child.pointer for _, child in tree.children]
+    assert pointers == ["/a~1b", "/n"]
+    form = {"/a~1b/0": "7", "/a~1b/2": "false", "/a~1b/4": "42", "/n/m~0": "three"}
+    assert present.rebuilt(original, form) == {
+        "a/b": [7, 2.5, False, None, "42"],  # a string stays a string, typed as it was
+        "n": {"m~": "three"},  # not a number: kept as typed, for the schema to refuse
+    }
+    assert not present.node(list(range(10))).folded
+    assert present.node(list(range(11))).folded
