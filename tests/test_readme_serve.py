@@ -24,6 +24,8 @@ from _serving import free_port, wait_healthy
 from test_cli import env
 from test_readme import ROOT, SERVED, blocks
 
+APPROVALS = "Approvals"
+
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
 SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
@@ -92,6 +94,49 @@ def test_the_serve_section_runs_as_written(tmp_path):
         assert "'catalogue_delete_product'" in mcp_client
         assert '"sku":"TEA-0003"' in mcp_client.replace(" ", "")
         assert own_app.strip() == "{'status': 'ok'}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_the_approvals_section_runs_as_written(tmp_path):
+    """The person's key and the server as written; a write held over REST (a second key, made
+    the README's way) is shown on the inbox page and approved there with the form, once."""
+    (sh,) = [code for heading, code in blocks("sh") if heading == APPROVALS]
+    make_key, serve = sh.strip().splitlines()
+    (person,) = SECRET.findall(shell(make_key, tmp_path).stdout)
+    writer_key = "turnkit keys create --user demo --scope catalogue.products:write"
+    (writer,) = SECRET.findall(shell(writer_key, tmp_path).stdout)
+    port = free_port()
+    server = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=tmp_path,
+                              env=reader_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True,
+                              start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, server)
+        held = httpx.post(f"{url}/v1/tools/catalogue.delete_product/invoke",
+                          headers={"Authorization": f"Bearer {writer}"},
+                          json={"input": {"sku": "TEA-0002"}})  # fmt: skip
+        assert held.status_code == 202, held.text
+        cid = held.json()["id"]
+        with httpx.Client(base_url=url, follow_redirects=True, timeout=30) as browser:
+            form = browser.get("/ui/")  # signed out: sent to the sign-in form
+            assert form.url.path == "/ui/sign-in"
+            token = re.search(r'name="csrf" value="([^"]+)"', form.text)[1]
+            inbox = browser.post("/ui/sign-in", data={"key": person, "csrf": token})
+            assert inbox.url.path == "/ui/"
+            assert cid in inbox.text
+            assert "Delete a product" in inbox.text or "catalogue.delete_product" in inbox.text
+            done = browser.post(f"/ui/confirmations/{cid}/approve", data={"csrf": token})
+            assert done.status_code == 200
+            assert "the write ran" in done.text
+            again = browser.post(f"/ui/confirmations/{cid}/approve", data={"csrf": token})
+            assert again.status_code == 409
+            assert "Nothing ran again" in again.text
+        bearer = {"Authorization": f"Bearer {writer}"}
+        status = httpx.get(f"{url}/v1/confirmations/{cid}", headers=bearer).json()["status"]
+        assert status == "done"
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
