@@ -156,3 +156,34 @@ def test_a_confirmation_decided_elsewhere_leaves_the_page_and_an_invalid_edit_sh
         context.close()
     assert shop.writes() == []
     assert executor.ledger.get_confirmation(edited).status == "pending"
+
+
+def test_a_form_forged_by_another_page_is_refused_in_the_browser(chromium, executor, shop):
+    """Another server on the same host (same site: the browser sends the cookies) posts an
+    approve form without the page's CSRF token: refused, nothing runs."""
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    held = executor.execute(ALICE, "shop.set_prices", prices("TEA-0001"))["confirmation_id"]
+    _, secret = executor.ledger.keys.create("alice", {DECIDE_SCOPE})
+    with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+        target = f"{url}/ui/confirmations/{held}/approve"
+        evil = f'<form method="post" action="{target}"><button>win a prize</button></form>'
+
+        async def lure(request: Any) -> HTMLResponse:
+            return HTMLResponse(evil)
+
+        with uvicorn_serving(Starlette(routes=[Route("/", lure)])) as other:
+            context = chromium.new_context()
+            signed_in(context, url, secret)  # the person is signed in, in this browser
+            page = context.new_page()
+            page.goto(other)
+            page.get_by_role("button", name="win a prize").click()
+            page.wait_for_load_state()
+            refused = page.locator("main").inner_text()
+            context.close()
+    assert "Form refused" in refused or "Sign in" in refused
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
