@@ -620,3 +620,26 @@ def test_a_call_retried_with_its_idempotency_key_in_meta_writes_once(served, sho
     assert wrong["isError"] is True
     assert "idempotency_key" in wrong["content"][0]["text"]
     assert len(shop.writes()) == 1
+
+
+async def test_a_held_answer_names_the_rest_api_and_inbox_under_the_hosts_mount_prefix(
+    mcp_executor, shop
+) -> None:
+    from fastapi import FastAPI
+
+    _, secret = mcp_executor.ledger.keys.create("alice", [READ, WRITE])
+    tools = create_app(mcp_executor)
+    host = FastAPI(lifespan=tools.router.lifespan_context)
+    host.mount("/tools", tools)
+    with uvicorn_serving(host) as base:
+        for path in ("/tools/mcp", "/tools/mcp/"):
+            async with connect(f"{base}{path}", secret) as client:
+                held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+            [confirmation_id] = set(UUID.findall(text(held)))
+            said = text(held)
+            assert f"POST /tools/v1/confirmations/{confirmation_id}/approve" in said
+            assert "web inbox at /tools/ui/" in said
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}) as http:
+                found = await http.get(f"{base}/tools/v1/confirmations/{confirmation_id}")
+            assert found.status_code == 200
+    assert shop.writes() == []

@@ -104,8 +104,9 @@ def request_key(ctx: ServerRequestContext[Any, Any] | None = None) -> ApiKey | N
     return token.key if isinstance(token, KeyToken) else None
 
 
-def mcp_server(executor: Executor) -> Server[Any]:
-    """The low-level MCP server of ``executor``'s registry, for the request's key.
+def mcp_server(executor: Executor, mcp_path: str = "/mcp") -> Server[Any]:
+    """The low-level MCP server of ``executor``'s registry, for the request's key; served at
+    ``mcp_path`` of its app (a held call's answer names the app's REST API and inbox beside it).
 
     Without a transport in front it has no keys: the SDK's in-memory client (tests) reaches it
     with the token the ``KeyVerifier`` made set in the SDK's auth context.
@@ -121,7 +122,10 @@ def mcp_server(executor: Executor) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         control = control_of(params.meta)
-        return await tools.call_tool(request_key(ctx), params.name, params.arguments, control)
+        root = ctx.request.scope.get("root_path", "") if isinstance(ctx.request, Request) else ""
+        base = str(root).removesuffix(mcp_path)  # a host app's mount prefix, or ""
+        key = request_key(ctx)
+        return await tools.call_tool(key, params.name, params.arguments, control, base)
 
     return Server(
         SERVER_NAME,
@@ -175,11 +179,11 @@ class _Endpoint:
 
 
 def mcp_app(
-    executor: Executor, keys: ApiKeys
+    executor: Executor, keys: ApiKeys, mcp_path: str = "/mcp"
 ) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
     """The Streamable HTTP ASGI app serving ``executor``'s tools to ``keys``, and its lifespan.
 
-    Mount the app at ``/mcp`` and enter the lifespan in the host's own lifespan. Every request
+    Mount the app at ``mcp_path`` and enter the lifespan in the host's own lifespan. Every request
     needs ``Authorization: Bearer tk_...`` of a key in ``keys`` that is neither revoked nor
     expired, checked when the request arrives; otherwise it is answered 401.
 
@@ -190,7 +194,7 @@ def mcp_app(
         >>> callable(app), callable(lifespan)
         (True, True)
     """
-    endpoint = _Endpoint(mcp_server(executor))
+    endpoint = _Endpoint(mcp_server(executor, mcp_path))
     guarded = AuthContextMiddleware(RequireAuthMiddleware(endpoint, required_scopes=[]))
     verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
     app = AuthenticationMiddleware(guarded, backend=BearerAuthBackend(verifier))

@@ -38,9 +38,9 @@ NO_KEY = (
 )
 HELD = (
     "Not done yet: this call waits for a person's confirmation {id} (until {expires_at})."
-    " A person decides it outside this conversation: 'turnkit confirmations"
-    " approve {id}', or 'POST /v1/confirmations/{id}/approve' (or /reject) on this server with"
-    " a key allowed to decide."
+    " A person decides it outside this conversation: in the web inbox at {base}/ui/,"
+    " with 'turnkit confirmations approve {id}', or 'POST {base}/v1/confirmations/{id}/approve'"
+    " (or /reject) on this server with a key allowed to decide."
     ' Call {tool} with {{"confirmation_id": "{id}"}} to learn the outcome.'
 )
 UNKNOWN_CONFIRMATION = (
@@ -134,9 +134,11 @@ class McpTools:
         name: str,
         arguments: dict[str, Any] | None,
         control: dict[str, Any] | None = None,
+        base: str = "",
     ) -> types.CallToolResult:
         """Run ``name`` for ``key`` through the executor; its answer as an MCP result.
-        ``control``: the call's control fields (``control_of`` the request's ``_meta``)."""
+        ``control``: the call's control fields (``control_of`` the request's ``_meta``);
+        ``base``: where the REST API and the inbox are (a host app's mount prefix, or "")."""
         if key is None:
             return _error_result({"code": "forbidden", "message": NO_KEY, "details": {}})
         if name == GET_CONFIRMATION:
@@ -150,7 +152,7 @@ class McpTools:
             allow=key.allowed,
         )
         structured = tool is not None and _output_schema(tool, key) is not None
-        return _result(answer, structured=structured)
+        return _result(answer, structured=structured, base=base)
 
     async def _get_confirmation(
         self, key: ApiKey, arguments: dict[str, Any]
@@ -223,7 +225,7 @@ def _schema_for(tool: Tool, hold: str) -> dict[str, Any] | None:
     return either
 
 
-def _result(answer: Answer, *, structured: bool) -> types.CallToolResult:
+def _result(answer: Answer, *, structured: bool, base: str = "") -> types.CallToolResult:
     status = answer.get("status")
     if status == "ok":
         result = answer["result"]
@@ -232,9 +234,12 @@ def _result(answer: Answer, *, structured: bool) -> types.CallToolResult:
             structured_content=result if structured else None,
         )
     if status == "confirmation_required":
-        held = {**answer, "decide": _decide(answer["confirmation_id"])}
+        held = {**answer, "decide": _decide(answer["confirmation_id"], base)}
         text = HELD.format(
-            id=answer["confirmation_id"], expires_at=answer["expires_at"], tool=GET_CONFIRMATION
+            id=answer["confirmation_id"],
+            expires_at=answer["expires_at"],
+            tool=GET_CONFIRMATION,
+            base=base,
         )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
@@ -258,10 +263,11 @@ def _error_result(error: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def _decide(confirmation_id: str) -> dict[str, str]:
+def _decide(confirmation_id: str, base: str) -> dict[str, str]:
     return {
-        "approve": f"POST /v1/confirmations/{confirmation_id}/approve",
-        "reject": f"POST /v1/confirmations/{confirmation_id}/reject",
+        "inbox": f"{base}/ui/",
+        "approve": f"POST {base}/v1/confirmations/{confirmation_id}/approve",
+        "reject": f"POST {base}/v1/confirmations/{confirmation_id}/reject",
         "cli": f"turnkit confirmations approve {confirmation_id}",
         "outcome": GET_CONFIRMATION,
     }
