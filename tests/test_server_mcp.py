@@ -643,3 +643,12 @@ async def test_a_held_answer_names_the_rest_api_and_inbox_under_the_hosts_mount_
                 found = await http.get(f"{base}/tools/v1/confirmations/{confirmation_id}")
             assert found.status_code == 200
     assert shop.writes() == []
+
+
+async def test_without_the_inbox_a_held_answer_does_not_send_people_to_it(mcp_executor) -> None:
+    _, secret = mcp_executor.ledger.keys.create("alice", [READ, WRITE])
+    with uvicorn_serving(create_app(mcp_executor, ui=False)) as base:
+        async with connect(f"{base}/mcp", secret) as client:
+            held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
+    assert "/ui/" not in text(held)
+    assert "POST /v1/confirmations/" in text(held)

@@ -224,3 +224,127 @@ def test_the_edit_form_reads_back_into_the_inputs_own_shape_and_types():
     }
     assert not present.node(list(range(10))).folded
     assert present.node(list(range(11))).folded
+
+
+def test_a_keys_allow_list_binds_the_person_who_signed_in_with_it(browser, executor, rights, shop):
+    held = hold_prices(executor)
+    rights.grant("root", "system.confirm_any")
+    _, narrow = executor.ledger.keys.create("root", {DECIDE_SCOPE}, allow={"shop.delete_product"})
+    sign_in(browser, narrow)
+    page = browser.get("/ui/")
+    assert held not in page.text  # over REST this key may not decide it either
+    refused = browser.post(f"/ui/confirmations/{held}/approve", data={"csrf": csrf_of(page)})
+    assert refused.status_code == 404
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
+
+
+def test_crafted_tokens_and_cookies_are_refused_not_a_server_error(browser, executor, shop):
+    held = hold_prices(executor)
+    sign_in(browser, person_key(executor))
+    for token in ("é" * 43, "x" * 5000, ""):
+        answer = browser.post(f"/ui/confirmations/{held}/approve", data={"csrf": token})
+        assert answer.status_code == 403, token[:10]
+    for cookie in ("a" * 5000, "key_1.99999999999999999999999.zz", "x" * 40):
+        browser.cookies.set("tk_session", cookie)
+        assert browser.get("/ui/", follow_redirects=False).status_code == 303
+    assert shop.writes() == []
+
+
+def test_a_post_from_another_origin_is_refused_even_with_the_right_token(browser, executor, shop):
+    held = hold_prices(executor)
+    sign_in(browser, person_key(executor))
+    token = csrf_of(browser.get("/ui/"))
+    for header in ({"Origin": "http://127.0.0.1:1"}, {"Sec-Fetch-Site": "same-site"}):
+        answer = browser.post(f"/ui/confirmations/{held}/approve", data={"csrf": token},
+                              headers=header)  # fmt: skip
+        assert answer.status_code == 403
+    assert shop.writes() == []
+    same = {"Origin": str(browser.base_url).rstrip("/"), "Sec-Fetch-Site": "same-origin"}
+    done = browser.post(f"/ui/confirmations/{held}/approve", data={"csrf": token}, headers=same)
+    assert done.status_code == 200
+    assert len(shop.writes()) == 1
+
+
+def test_signing_out_ends_the_sign_in_in_the_ledger_not_only_in_the_browser(browser, executor):
+    sign_in(browser, person_key(executor))
+    copied = browser.cookies["tk_session"]
+    out = browser.post("/ui/sign-out", data={"csrf": csrf_of(browser.get("/ui/"))})
+    assert out.url.path == "/ui/sign-in"
+    browser.cookies.set("tk_session", copied)  # a copy kept elsewhere: no longer signed in
+    assert browser.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_over_https_the_cookies_are_secure_and_scoped_to_the_inbox(executor):
+    from fastapi.testclient import TestClient
+
+    app = create_app(executor, mcp_path=None)
+    with TestClient(app, base_url="https://testserver", follow_redirects=False) as client:
+        form = client.get("/ui/sign-in")
+        assert "Secure" in form.headers["set-cookie"]
+        signed = client.post("/ui/sign-in", data={"key": person_key(executor),
+                                                  "csrf": csrf_of(form)})  # fmt: skip
+        cookie = signed.headers["set-cookie"]
+        assert signed.status_code == 303
+        for flag in ("tk_session=", "HttpOnly", "Secure", "SameSite=strict", "Path=/ui"):
+            assert flag in cookie
+        page = client.get("/ui/")
+        assert page.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+
+
+def test_an_expired_confirmation_says_it_expired_and_runs_nothing(browser, executor, clock, shop):
+    held = hold_prices(executor)
+    sign_in(browser, person_key(executor))
+    token = csrf_of(browser.get("/ui/"))
+    clock.now += 7 * 24 * 3600
+    answer = browser.post(f"/ui/confirmations/{held}/approve", data={"csrf": token})
+    assert answer.status_code == 410
+    assert "expired" in answer.text
+    assert "already decided" not in answer.text
+    assert shop.writes() == []
+
+
+def test_the_notice_after_a_decision_comes_from_the_ledger_not_the_address(browser, executor):
+    held = hold_prices(executor)
+    sign_in(browser, person_key(executor))
+    lure = browser.get("/ui/", params={"notice": "Sign in again at https://evil.example"})
+    assert "evil.example" not in lure.text
+    done = browser.post(f"/ui/confirmations/{held}/reject", data={"csrf": csrf_of(lure)})
+    assert done.url.params["decided"] == held
+    assert "shop.set_prices: rejected; nothing ran" in done.text
+    stranger = browser.get("/ui/", params={"decided": "not-an-id" * 20})
+    assert stranger.status_code == 200
+
+
+def test_the_history_finds_a_runs_outcome_however_many_calls_came_after(browser, executor):
+    held = hold_prices(executor)
+    executor.confirm(held, ALICE, "approve")
+    for n in range(1_100):
+        executor.ledger.audit(at=clock_now(executor) + n, caller="session:bob", tool="shop.x",
+                              status="ok", code=None, duration_ms=1.0)  # fmt: skip
+    sign_in(browser, person_key(executor))
+    row = re.search(rf'<tr data-id="{held}">(.*?)</tr>', browser.get("/ui/history").text, re.S)
+    assert row is not None
+    assert "<td>ok</td>" in row.group(1)
+
+
+def clock_now(executor) -> float:
+    return executor.clock()
+
+
+def test_a_sync_sign_in_of_the_application_runs_off_the_event_loop(executor):
+    import threading
+
+    seen: list[int] = []
+
+    def who(request: Request) -> Caller | None:
+        seen.append(threading.get_ident())
+        return ALICE
+
+    app = create_app(executor, mcp_path=None, ui_sign_in=who)
+    with uvicorn_serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/ui/").status_code == 200
+        assert client.get("/ui/pending.json").json()["signed_in"] is True
+    assert seen
+    assert threading.get_ident() not in seen

@@ -137,6 +137,10 @@ def _decide(
             # without the application's provider, the operator decides for others, on the record
             opened.granted.grant(decider, CONFIRM_ANY)
         answer = opened.executor.confirm(held.id, Caller.session(decider), decision)
+        if answer.get("already_decided"):  # another process decided between the two reads
+            now = opened.executor.confirmation(held.id) or held
+            console.print(f"already decided: {escape(render.decided(now))}; nothing ran now")
+            raise typer.Exit(ALREADY_DECIDED)
         render.outcome(console, answer)
         if answer.get("status") == "error":
             after = opened.executor.confirmation(held.id)

@@ -345,6 +345,9 @@ def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> S
     """``_settled`` for a decision that came too late: the stored outcome, marked
     ``already_decided`` so a surface can tell the person that this decision changed nothing."""
     answer = yield from _settled(env, confirmation_id, timeout)
+    current: Confirmation | None = yield read_confirmation(confirmation_id)
+    if current is None or current.status == "pending":  # reopened (a rate limit): undecided
+        return answer
     return {**answer, "already_decided": True}
 
 

@@ -57,7 +57,7 @@ def create_app(
     if mcp_path is not None:
         from turnkit.server.mcp import mcp_app  # the mcp SDK is imported only when it is served
 
-        mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path)
+        mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path, inbox=ui)
         lifespans.append(mcp_lifespan)
 
     @asynccontextmanager

@@ -104,9 +104,10 @@ def request_key(ctx: ServerRequestContext[Any, Any] | None = None) -> ApiKey | N
     return token.key if isinstance(token, KeyToken) else None
 
 
-def mcp_server(executor: Executor, mcp_path: str = "/mcp") -> Server[Any]:
+def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True) -> Server[Any]:
     """The low-level MCP server of ``executor``'s registry, for the request's key; served at
-    ``mcp_path`` of its app (a held call's answer names the app's REST API and inbox beside it).
+    ``mcp_path`` of its app (a held call's answer names the app's REST API beside it, and its
+    web inbox when it serves one: ``inbox``).
 
     Without a transport in front it has no keys: the SDK's in-memory client (tests) reaches it
     with the token the ``KeyVerifier`` made set in the SDK's auth context.
@@ -125,7 +126,7 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp") -> Server[Any]:
         root = ctx.request.scope.get("root_path", "") if isinstance(ctx.request, Request) else ""
         base = str(root).removesuffix(mcp_path)  # a host app's mount prefix, or ""
         key = request_key(ctx)
-        return await tools.call_tool(key, params.name, params.arguments, control, base)
+        return await tools.call_tool(key, params.name, params.arguments, control, base, inbox)
 
     return Server(
         SERVER_NAME,
@@ -179,7 +180,7 @@ class _Endpoint:
 
 
 def mcp_app(
-    executor: Executor, keys: ApiKeys, mcp_path: str = "/mcp"
+    executor: Executor, keys: ApiKeys, mcp_path: str = "/mcp", *, inbox: bool = True
 ) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
     """The Streamable HTTP ASGI app serving ``executor``'s tools to ``keys``, and its lifespan.
 
@@ -194,7 +195,7 @@ def mcp_app(
         >>> callable(app), callable(lifespan)
         (True, True)
     """
-    endpoint = _Endpoint(mcp_server(executor, mcp_path))
+    endpoint = _Endpoint(mcp_server(executor, mcp_path, inbox=inbox))
     guarded = AuthContextMiddleware(RequireAuthMiddleware(endpoint, required_scopes=[]))
     verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
     app = AuthenticationMiddleware(guarded, backend=BearerAuthBackend(verifier))

@@ -38,8 +38,8 @@ NO_KEY = (
 )
 HELD = (
     "Not done yet: this call waits for a person's confirmation {id} (until {expires_at})."
-    " A person decides it outside this conversation: in the web inbox at {base}/ui/,"
-    " with 'turnkit confirmations approve {id}', or 'POST {base}/v1/confirmations/{id}/approve'"
+    " A person decides it outside this conversation: {inbox}with 'turnkit confirmations"
+    " approve {id}', or 'POST {base}/v1/confirmations/{id}/approve'"
     " (or /reject) on this server with a key allowed to decide."
     ' Call {tool} with {{"confirmation_id": "{id}"}} to learn the outcome.'
 )
@@ -135,10 +135,12 @@ class McpTools:
         arguments: dict[str, Any] | None,
         control: dict[str, Any] | None = None,
         base: str = "",
+        inbox: bool = True,
     ) -> types.CallToolResult:
         """Run ``name`` for ``key`` through the executor; its answer as an MCP result.
         ``control``: the call's control fields (``control_of`` the request's ``_meta``);
-        ``base``: where the REST API and the inbox are (a host app's mount prefix, or "")."""
+        ``base``: where the REST API and the inbox are (a host app's mount prefix, or "");
+        ``inbox``: whether the app serves the web inbox."""
         if key is None:
             return _error_result({"code": "forbidden", "message": NO_KEY, "details": {}})
         if name == GET_CONFIRMATION:
@@ -152,7 +154,7 @@ class McpTools:
             allow=key.allowed,
         )
         structured = tool is not None and _output_schema(tool, key) is not None
-        return _result(answer, structured=structured, base=base)
+        return _result(answer, structured=structured, base=base, inbox=inbox)
 
     async def _get_confirmation(
         self, key: ApiKey, arguments: dict[str, Any]
@@ -225,7 +227,9 @@ def _schema_for(tool: Tool, hold: str) -> dict[str, Any] | None:
     return either
 
 
-def _result(answer: Answer, *, structured: bool, base: str = "") -> types.CallToolResult:
+def _result(
+    answer: Answer, *, structured: bool, base: str = "", inbox: bool = True
+) -> types.CallToolResult:
     status = answer.get("status")
     if status == "ok":
         result = answer["result"]
@@ -234,12 +238,13 @@ def _result(answer: Answer, *, structured: bool, base: str = "") -> types.CallTo
             structured_content=result if structured else None,
         )
     if status == "confirmation_required":
-        held = {**answer, "decide": _decide(answer["confirmation_id"], base)}
+        held = {**answer, "decide": _decide(answer["confirmation_id"], base, inbox)}
         text = HELD.format(
             id=answer["confirmation_id"],
             expires_at=answer["expires_at"],
             tool=GET_CONFIRMATION,
             base=base,
+            inbox=f"in the web inbox at {base}/ui/, " if inbox else "",
         )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
@@ -263,9 +268,9 @@ def _error_result(error: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def _decide(confirmation_id: str, base: str) -> dict[str, str]:
-    return {
-        "inbox": f"{base}/ui/",
+def _decide(confirmation_id: str, base: str, inbox: bool) -> dict[str, str]:
+    page = {"inbox": f"{base}/ui/"} if inbox else {}
+    return page | {
         "approve": f"POST {base}/v1/confirmations/{confirmation_id}/approve",
         "reject": f"POST {base}/v1/confirmations/{confirmation_id}/reject",
         "cli": f"turnkit confirmations approve {confirmation_id}",

@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from turnkit.registry.caller import Caller
@@ -365,8 +365,11 @@ class Ledger(ABC):
             ),
         )  # fmt: skip
 
-    def audit_rows(self, limit: int = 100) -> list[dict[str, Any]]:
-        """The latest audit rows, newest first."""
+    def audit_rows(
+        self, limit: int = 100, *, confirmation_ids: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The latest audit rows, newest first; only those of ``confirmation_ids`` when given
+        (the rows of held calls and of their approved runs)."""
         names = (
             "at",
             "caller",
@@ -377,10 +380,16 @@ class Ledger(ABC):
             "confirmation_id",
             "detail",
         )
+        where, params = "", list[Any]()
+        if confirmation_ids is not None:
+            if not confirmation_ids:
+                return []
+            where = f" WHERE confirmation_id IN ({', '.join('?' for _ in confirmation_ids)})"
+            params = list(confirmation_ids)
         rows = self._rows(
             f"SELECT {', '.join(('at', 'caller_identity', *names[2:]))} FROM turnkit_audit"
-            " ORDER BY at DESC, id DESC LIMIT ?",
-            (limit,),
+            f"{where} ORDER BY at DESC, id DESC LIMIT ?",
+            (*params, limit),
         )
         return [dict(zip(names, row, strict=True)) for row in rows]
 

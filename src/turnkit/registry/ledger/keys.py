@@ -166,13 +166,36 @@ class ApiKeys:
         rows = self.ledger._rows(f"SELECT {_COLUMNS} FROM turnkit_api_keys WHERE id = ?", (key_id,))
         return _key(rows[0]) if rows else None
 
-    def with_digest(self, key_id: str) -> tuple[ApiKey, str] | None:
-        """The key with id ``key_id`` and the digest of its secret, or None: a server signs a
-        key's sessions with it, so revoking the key (or losing its row) ends them."""
-        rows = self.ledger._rows(
-            f"SELECT {_COLUMNS}, secret_hash FROM turnkit_api_keys WHERE id = ?", (key_id,)
+    def open_session(self, key_id: str, until: float, *, now: float | None = None) -> str:
+        """A new sign-in of ``key_id`` (a person at the web inbox) lasting until ``until``: its
+        token, which only its hash in the ledger names (reading the ledger signs nobody in)."""
+        token = secrets.token_urlsafe(32)
+        self.ledger._run(
+            "INSERT INTO turnkit_key_sessions (token_hash, key_id, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?)",
+            (_digest(token), key_id, time.time() if now is None else now, until),
         )
-        return (_key(rows[0][:-1]), str(rows[0][-1])) if rows else None
+        return token
+
+    def by_session(self, token: str, now: float) -> ApiKey | None:
+        """The key of the unexpired sign-in ``token`` (revoked and expired keys too: see
+        ``refused``), or None."""
+        if not 20 <= len(token) <= 100 or not token.isascii():
+            return None
+        columns = ", ".join(f"k.{c.strip()}" for c in _COLUMNS.split(","))
+        rows = self.ledger._rows(
+            f"SELECT {columns} FROM turnkit_key_sessions s JOIN turnkit_api_keys k"
+            " ON k.id = s.key_id WHERE s.token_hash = ? AND s.expires_at > ?",
+            (_digest(token), now),
+        )
+        return _key(rows[0]) if rows else None
+
+    def close_session(self, token: str) -> None:
+        """End the sign-in ``token`` (signing out); expired sign-ins are removed too."""
+        self.ledger._run(
+            "DELETE FROM turnkit_key_sessions WHERE token_hash = ? OR expires_at <= ?",
+            (_digest(token), time.time()),
+        )
 
     def list(self) -> list[ApiKey]:
         """Every key, oldest first (revoked and expired ones included)."""

@@ -70,6 +70,14 @@ TABLES = (
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS turnkit_key_sessions (
+        token_hash TEXT PRIMARY KEY,
+        key_id TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS turnkit_audit (
         id TEXT PRIMARY KEY,
         at DOUBLE PRECISION NOT NULL,

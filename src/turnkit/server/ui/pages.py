@@ -1,9 +1,10 @@
 """The inbox's pages under ``/ui``: sign in, the pending confirmations, decide, history.
 
 Plain HTML forms (approve and reject work without JavaScript); ``inbox.js`` adds the expiry
-countdown and drops confirmations decided elsewhere (it polls ``/ui/pending.json``). Deciding is
-the executor's ``aconfirm``: the write runs at most once whoever decides first, from whichever
-process; a second decider is told who decided and how.
+countdown and drops confirmations that left the list (it polls ``/ui/pending.json``). Deciding is
+the executor's ``aconfirm`` under the person's allow list: the write runs at most once whoever
+decides first, from whichever process; a second decider is told who decided and how. Every
+message a page shows is built here from the ledger, never taken from the request.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from turnkit.registry.answers import is_error
 from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import refusal_for_others
+from turnkit.registry.confirmations import CONFIRM_ANY, could_be_id, refusal_for_others
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.registry.ledger.records import Confirmation, iso
@@ -34,6 +34,14 @@ _templates = Environment(
     autoescape=select_autoescape(default=True),
 )
 _DECIDED = ("done", "rejected", "expired", "running")
+HISTORY_ROWS = 200
+"""The most decided confirmations the history shows (newest first)."""
+_HEADERS = {
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+    "content-security-policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "referrer-policy": "same-origin",
+}
 
 
 def static_files() -> StaticFiles:
@@ -46,56 +54,70 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
     router = APIRouter(prefix="/ui", include_in_schema=False)
 
     async def person(request: Request) -> Person | None:
-        return await session.person_of(request, keys, sign_in)
+        return await session.person_of(request, keys, sign_in, executor.clock())
 
-    def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        token, new = session.csrf_token(request)
-        values |= {"csrf": token, "root": _root(request), "own_sign_in": sign_in is None}
-        html = _templates.get_template(name).render(**values)
-        response = HTMLResponse(html, status, headers={"cache-control": "no-store"})
-        if new:
-            session.remember_csrf(request, response, token)
+    def page(
+        request: Request, who: Person | None, name: str, status: int = 200, **values: Any
+    ) -> HTMLResponse:
+        response = HTMLResponse(status_code=status, headers=_HEADERS)
+        values |= {"person": who, "root": _root(request), "own_sign_in": sign_in is None}
+        values["csrf"] = session.csrf_token(request, who, response)
+        response.body = response.render(_templates.get_template(name).render(**values))
+        response.headers["content-length"] = str(len(response.body))
         return response
+
+    def message(
+        request: Request, who: Person | None, status: int, title: str, text: str
+    ) -> Response:
+        return page(request, who, "message.html", status, title=title, message=text)
 
     def to_sign_in(request: Request) -> Response:
         return RedirectResponse(f"{_root(request)}/sign-in", status_code=303)
 
+    def refused_form(request: Request, who: Person | None) -> Response:
+        return message(request, who, 403, "Form refused", "This form was stale or did not come"
+                       " from this page. Reload the page and try again.")  # fmt: skip
+
     @router.get("/sign-in")
     async def sign_in_form(request: Request) -> Response:
         if sign_in is not None:
-            return page(request, "message.html", status=401, title="Sign in",
-                        message="Sign in with the application this inbox belongs to.")  # fmt: skip
-        return page(request, "sign_in.html", error="")
+            return message(request, None, 401, "Sign in",
+                           "Sign in with the application this inbox belongs to.")  # fmt: skip
+        if await person(request) is not None:
+            return RedirectResponse(f"{_root(request)}/", status_code=303)
+        return page(request, None, "sign_in.html", error="")
 
     @router.post("/sign-in")
     async def sign_in_post(request: Request) -> Response:
         form = await request.form()
-        if session.forged(request, form.get("csrf")):
-            return _forged(request, page)
+        if sign_in is not None or session.forged(request, None, form.get("csrf")):
+            return refused_form(request, None)
         response = RedirectResponse(f"{_root(request)}/", status_code=303)
         secret = form.get("key")
-        error = await session.sign_in_with_key(
-            keys, secret if isinstance(secret, str) else "", response, request.url.scheme == "https"
-        )
+        error = await session.sign_in_with_key(keys, secret if isinstance(secret, str) else "",
+                                               response, request, executor.clock())  # fmt: skip
         if error:
-            return page(request, "sign_in.html", status=401, error=error)
+            return page(request, None, "sign_in.html", status=401, error=error)
         return response
 
     @router.post("/sign-out")
     async def sign_out(request: Request) -> Response:
+        who = await person(request)
         form = await request.form()
-        if session.forged(request, form.get("csrf")):
-            return _forged(request, page)
+        if session.forged(request, who, form.get("csrf")):
+            return refused_form(request, who)
         response = to_sign_in(request)
-        session.sign_out(response)
+        await session.sign_out(keys, who, request, response)
         return response
 
     @router.get("/")
-    async def inbox(request: Request) -> Response:
+    async def inbox(request: Request, decided: str = "") -> Response:
         who = await person(request)
         if who is None:
             return to_sign_in(request)
-        return page(request, "inbox.html", **await _inbox_values(executor, who, request))
+        values = await _inbox_values(executor, who)
+        values["notice"] = await _notice(executor, who, decided)
+        return page(request, who, "inbox.html", **values)
 
     @router.get("/pending.json")
     async def pending_ids(request: Request) -> Response:
@@ -107,76 +129,88 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
 
     @router.post("/confirmations/{confirmation_id}/{action}")
     async def decide(confirmation_id: str, action: str, request: Request) -> Response:
-        form = await request.form()
-        if session.forged(request, form.get("csrf")):
-            return _forged(request, page)
         who = await person(request)
+        form = await request.form()
+        if session.forged(request, who, form.get("csrf")):
+            return refused_form(request, who)
         if who is None:
             return to_sign_in(request)
         if action not in ("approve", "reject", "edit"):
-            return page(request, "message.html", status=404, title="Not found",
-                        message="There is no such action: approve, reject or edit.")  # fmt: skip
+            return message(request, who, 404, "Not found",
+                           "There is no such action: approve, reject or edit.")  # fmt: skip
         before = await executor.aconfirmation(confirmation_id)
-        if before is None or await executor.arefusal_to_decide(who.caller, before) is not None:
-            return page(request, "message.html", status=404, title="Not found",
-                        message="There is no such confirmation for you to decide.")  # fmt: skip
+        if before is None or not await _may_decide(executor, who, before):
+            return message(request, who, 404, "Not found",
+                           "There is no such confirmation for you to decide.")  # fmt: skip
+        if before.status == "expired":
+            return message(request, who, 410, "Expired", _expired(before))
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         decision = _decision(action, before, fields)
-        answer = await executor.aconfirm(before.id, who.caller, decision)
+        answer = await executor.aconfirm(before.id, who.caller, decision, allow=who.allow)
         after = await executor.aconfirmation(before.id) or before
+        if after.status == "expired":
+            return message(request, who, 410, "Expired", _expired(after))
         if before.status != "pending" or answer.get("already_decided"):
-            return page(request, "message.html", status=409, title="Already decided",
-                        message=_already(after))  # fmt: skip
+            return message(request, who, 409, "Already decided", _already(after))
         if after.status == "pending" and action == "edit":  # invalid: nothing applied
-            values = await _inbox_values(executor, who, request)
+            values = await _inbox_values(executor, who)
             values["problems"] = {before.id: _violations(answer)}
             values["edited"] = {before.id: fields}
-            return page(request, "inbox.html", status=422, **values)
+            return page(request, who, "inbox.html", status=422, **values)
         if after.status == "pending":  # refused and still pending (a rate limit, a right lost)
-            message = answer.get("error", {}).get("message", "the decision was not applied")
-            return page(request, "message.html", status=422, title="Not applied",
-                        message=f"Nothing was applied: {message}")  # fmt: skip
-        notice = f"{after.tool}: {_said(after)}"
-        return RedirectResponse(f"{_root(request)}/?{urlencode({'notice': notice})}", 303)
+            said = answer.get("error", {}).get("message", "the decision was not applied")
+            return message(request, who, 422, "Not applied", f"Nothing was applied: {said}")
+        return RedirectResponse(f"{_root(request)}/?decided={after.id}", status_code=303)
 
     @router.get("/history")
     async def history(request: Request, tool: str = "", status: str = "") -> Response:
         who = await person(request)
         if who is None:
             return to_sign_in(request)
-        rows = await _history(executor, who, tool, status)
-        tools = sorted({row["tool"] for row in rows} | ({tool} if tool else set()))
+        rows = await _history(executor, who)
+        tools = sorted({row["tool"] for row in rows})
         shown = [r for r in rows if (not tool or r["tool"] == tool)
                  and (not status or r["status"] == status)]  # fmt: skip
-        return page(request, "history.html", person=who, rows=shown, tools=tools, tool=tool,
+        return page(request, who, "history.html", rows=shown, tools=tools, tool=tool,
                     chosen=status, statuses=_DECIDED)  # fmt: skip
 
     return router
 
 
+async def _permissions(executor: Executor, who: Person) -> Collection[str]:
+    return await apermissions_now(executor.permissions, who.caller)
+
+
+def _theirs(who: Person, held: Confirmation, permissions: Collection[str]) -> bool:
+    """Whether ``who`` may see and decide ``held``: the executor's rule, within their allow
+    list (a key's allow list binds the person who signed in with it, as it does over REST)."""
+    if who.allow != "all" and held.tool not in who.allow:
+        return False
+    if held.caller.identity == who.caller.identity:
+        return True
+    return refusal_for_others(who.caller, held, permissions, who.allow) is None
+
+
+async def _may_decide(executor: Executor, who: Person, held: Confirmation) -> bool:
+    return _theirs(who, held, await _permissions(executor, who))
+
+
+async def _listed(executor: Executor, who: Person, status: str) -> list[Confirmation]:
+    """Confirmations of ``status`` that ``who`` may see (only their own are read from the ledger
+    unless they may decide others')."""
+    permissions = await _permissions(executor, who)
+    mine = None if CONFIRM_ANY in permissions else who.caller
+    found = await executor.ledger.alist_confirmations(status=status, caller=mine)  # type: ignore[arg-type]  # one of _DECIDED or pending
+    return [held for held in found if _theirs(who, held, permissions)]
+
+
 async def _decidable(executor: Executor, who: Person) -> list[Confirmation]:
     """The pending, unexpired confirmations ``who`` may decide, oldest first."""
-    found = await executor.ledger.alist_confirmations(status="pending")
-    return await _theirs(executor, who, found, pending=True)
-
-
-async def _theirs(
-    executor: Executor, who: Person, found: list[Confirmation], *, pending: bool
-) -> list[Confirmation]:
-    permissions: Collection[str] = await apermissions_now(executor.permissions, who.caller)
     now = executor.clock()
-    return [
-        held
-        for held in found
-        if (not pending or held.expires_at > now)
-        and (
-            held.caller.identity == who.caller.identity
-            or refusal_for_others(who.caller, held, permissions) is None
-        )
-    ]
+    return [held for held in await _listed(executor, who, "pending") if held.expires_at > now]
 
 
-async def _inbox_values(executor: Executor, who: Person, request: Request) -> dict[str, Any]:
+async def _inbox_values(executor: Executor, who: Person) -> dict[str, Any]:
     now = executor.clock()
     items = []
     for held in await _decidable(executor, who):
@@ -193,23 +227,32 @@ async def _inbox_values(executor: Executor, who: Person, request: Request) -> di
                 "arguments": present.node(held.input),
             }
         )
-    notice = request.query_params.get("notice", "")
-    return {"person": who, "items": items, "notice": notice[:300], "problems": {}, "edited": {}}
+    return {"items": items, "notice": "", "problems": {}, "edited": {}}
 
 
-async def _history(executor: Executor, who: Person, tool: str, status: str) -> list[dict[str, Any]]:
+async def _notice(executor: Executor, who: Person, decided: str) -> str:
+    """What became of the confirmation this person just decided (read from the ledger)."""
+    if not decided or not could_be_id(decided):
+        return ""
+    held = await executor.aconfirmation(decided)
+    if held is None or held.status == "pending" or not await _may_decide(executor, who, held):
+        return ""
+    return f"{held.tool}: {_said(held)}"
+
+
+async def _history(executor: Executor, who: Person) -> list[dict[str, Any]]:
     found: list[Confirmation] = []
     for state in _DECIDED:
-        found += await executor.ledger.alist_confirmations(status=state)  # type: ignore[arg-type]
-    mine = await _theirs(executor, who, found, pending=False)
-    audits = await executor.ledger.aaudit_rows(1000)
+        found += await _listed(executor, who, state)
+    found.sort(key=lambda held: held.decided_at or held.expires_at, reverse=True)
+    found = found[:HISTORY_ROWS]
+    ids = [held.id for held in found]
+    audits = await executor.ledger.aaudit_rows(10 * len(ids) + 10, confirmation_ids=ids)
     outcome_of: dict[str, str] = {}
     for row in reversed(audits):  # oldest first: the latest run of a confirmation wins
-        if row["confirmation_id"] and row["status"] != "confirmation_required":
-            outcome_of[row["confirmation_id"]] = (
-                row["status"] if not row["code"] else f"{row['status']} ({row['code']})"
-            )
-    mine.sort(key=lambda held: held.decided_at or held.expires_at, reverse=True)
+        if row["status"] != "confirmation_required":
+            code = f" ({row['code']})" if row["code"] else ""
+            outcome_of[row["confirmation_id"]] = f"{row['status']}{code}"
     return [
         {
             "id": held.id,
@@ -221,7 +264,7 @@ async def _history(executor: Executor, who: Person, tool: str, status: str) -> l
             "decision": (held.decision or {}).get("action", "expired"),
             "outcome": outcome_of.get(held.id, "no write ran"),
         }
-        for held in mine
+        for held in found
     ]
 
 
@@ -248,34 +291,28 @@ def _violations(answer: dict[str, Any]) -> dict[str, str]:
 
 
 def _said(held: Confirmation) -> str:
-    kind = (held.decision or {}).get("action", held.status)
+    action = (held.decision or {}).get("action", held.status)
     outcome = held.outcome or {}
     if outcome.get("status") == "ok":
-        return f"{kind}d; the write ran" if kind != "edit" else "edited; the write ran"
-    if kind == "reject":
+        return "edited; the write ran" if action == "edit" else "approved; the write ran"
+    if action == "reject":
         return "rejected; nothing ran"
-    return f"{kind}: {outcome.get('error', {}).get('message', held.status)}"
+    if held.status == "running":
+        return "approved; the write is running"
+    return f"{action}: {outcome.get('error', {}).get('message', held.status)}"
 
 
 def _already(held: Confirmation) -> str:
-    kind = (held.decision or {}).get("action", held.status)
+    action = (held.decision or {}).get("action", held.status)
     when = iso(held.decided_at) if held.decided_at else "earlier"
     return (
-        f"This confirmation was already decided: {kind} by {held.decided_by or 'someone'}"
+        f"This confirmation was already decided: {action} by {held.decided_by or 'someone'}"
         f" at {when} ({held.status}). Nothing ran again."
     )
 
 
-def _forged(request: Request, page: Any) -> Response:
-    response: Response = page(
-        request,
-        "message.html",
-        status=403,
-        title="Form refused",
-        message="This form was stale or did not come from this page. Reload the page and try"
-        " again.",
-    )
-    return response
+def _expired(held: Confirmation) -> str:
+    return f"This confirmation expired at {held.expires_at_iso}: nothing ran. Ask again."
 
 
 def _root(request: Request) -> str:

@@ -10,7 +10,9 @@ parses as one (else as the text typed, which the tool's schema then refuses besi
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +50,12 @@ class Node:
     @property
     def count(self) -> int:
         return len(self.rows or self.children)
+
+    @property
+    def slug(self) -> str:
+        """An HTML id for the field of this value (unique per pointer, whatever its keys)."""
+        plain = re.sub(r"[^A-Za-z0-9_-]", "_", self.pointer)
+        return f"{plain}-{hashlib.sha256(self.pointer.encode()).hexdigest()[:8]}"
 
 
 def node(value: Any, pointer: str = "") -> Node:

@@ -1,17 +1,20 @@
-"""Who is looking at the inbox: a signed session cookie, and CSRF protection for every form.
+"""Who is looking at the inbox (a sign-in kept in the ledger), and CSRF protection.
 
 A person signs in with an API key that carries the scope ``system.confirmations:decide`` (the
-operator gives it to keys meant for people who decide). The session cookie names the key and
-its expiry, signed with the digest of the key's secret that the ledger keeps, so every worker
-process can check it and revoking the key (``turnkit keys revoke``) ends its sessions at the next
-request. The person acts as ``Caller.session(owner)``: their own held calls, and others' when
+operator gives it to keys meant for people who decide). The sign-in is a random token in an
+HttpOnly, SameSite=Strict cookie (Secure over HTTPS) whose hash the ledger keeps
+(``turnkit_key_sessions``): every worker process finds it, signing out ends it, and revoking the
+key ends it at the next request; reading the ledger signs nobody in. The person acts as
+``Caller.session(owner)`` within the key's allow list: their own held calls, and others' when
 they hold ``system.confirm_any`` (the executor's rule).
 
 An application that mounts the app may plug in its own sign-in instead: a callable from the
-request to a ``Caller`` (or None when nobody is signed in), sync or async.
+request to a ``Caller`` (or None when nobody is signed in), sync (run in a worker thread) or async.
 
-Every form carries a CSRF token that must equal the ``tk_csrf`` cookie (double submit; the
-cookies are HttpOnly, SameSite=Strict, Secure over HTTPS).
+Every form carries a CSRF token: for a key's sign-in, an HMAC of its session token (which no
+other site can read); otherwise one that must equal the ``tk_csrf`` cookie. A POST whose
+``Origin`` or ``Sec-Fetch-Site`` says it came from another origin is refused outright, so a
+neighbour on the same host (another port) cannot plant a cookie and post a form.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import hashlib
 import hmac
 import inspect
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +34,7 @@ from fastapi.responses import Response
 
 from turnkit.registry.caller import Caller
 from turnkit.registry.confirmations import DECIDE_SCOPE
+from turnkit.registry.executor import Allow
 from turnkit.registry.ledger.keys import ApiKeys
 
 __all__ = [
@@ -40,7 +45,6 @@ __all__ = [
     "csrf_token",
     "forged",
     "person_of",
-    "remember_csrf",
     "sign_in_with_key",
     "sign_out",
 ]
@@ -49,51 +53,55 @@ SESSION_COOKIE = "tk_session"
 CSRF_COOKIE = "tk_csrf"
 SESSION_SECONDS = 8 * 3600
 """How long a sign-in lasts (less when the key expires sooner)."""
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{32,100}")
 
 SignIn = Callable[[Request], "Caller | Awaitable[Caller | None] | None"]
 """An application's own sign-in: the request's person, or None when nobody is signed in."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Person:
-    """Who is signed in: the caller they decide as, and how they signed in."""
+    """Who is signed in: the caller they decide as, within which tools, and their sign-in."""
 
     caller: Caller
-    key_id: str | None
-    """The key they signed in with; None under an application's own sign-in."""
+    allow: Allow = "all"
+    """The tools the key they signed in with may reach (its allow list)."""
+    session: str | None = None
+    """Their sign-in token; None under an application's own sign-in."""
 
 
-async def person_of(request: Request, keys: ApiKeys, sign_in: SignIn | None) -> Person | None:
+async def person_of(
+    request: Request, keys: ApiKeys, sign_in: SignIn | None, now: float
+) -> Person | None:
     """The signed-in person of ``request``, or None."""
     if sign_in is not None:
-        found = sign_in(request)
-        caller = await found if inspect.isawaitable(found) else found
-        if caller is not None and not isinstance(caller, Caller):
-            raise TypeError(f"the inbox's sign_in returned {type(caller).__name__}, not a Caller")
-        return None if caller is None else Person(caller, None)
-    cookie = request.cookies.get(SESSION_COOKIE, "")
-    key_id, _, rest = cookie.partition(".")
-    until, _, signature = rest.partition(".")
-    if not (key_id and until.isdigit() and signature) or int(until) < time.time():
+        if inspect.iscoroutinefunction(sign_in):
+            found = await sign_in(request)
+        else:
+            found = await asyncio.to_thread(sign_in, request)  # it may look a database up
+            if inspect.isawaitable(found):
+                found = await found
+        if found is not None and not isinstance(found, Caller):
+            raise TypeError(f"the inbox's sign_in returned {type(found).__name__}, not a Caller")
+        return None if found is None else Person(caller=found)
+    token = request.cookies.get(SESSION_COOKIE, "")
+    if _TOKEN.fullmatch(token) is None:
         return None
-    found_key = await asyncio.to_thread(keys.with_digest, key_id)
-    if found_key is None:
+    key = await asyncio.to_thread(keys.by_session, token, time.time())
+    if key is None or key.refused(now) is not None or DECIDE_SCOPE not in key.scopes:
         return None
-    key, digest = found_key
-    if not hmac.compare_digest(signature, _signed(digest, key_id, until)):
-        return None
-    if key.refused(time.time()) is not None or DECIDE_SCOPE not in key.scopes:
-        return None
-    return Person(Caller.session(key.user_id), key.id)
+    return Person(caller=Caller.session(key.user_id), allow=key.allowed, session=token)
 
 
-async def sign_in_with_key(keys: ApiKeys, secret: str, response: Response, secure: bool) -> str:
-    """Set the session cookie for the key ``secret`` on ``response``; "" when it worked, else
-    what is wrong (for the sign-in page)."""
+async def sign_in_with_key(
+    keys: ApiKeys, secret: str, response: Response, request: Request, now: float
+) -> str:
+    """Sign the key ``secret`` in on ``response``; "" when it worked, else what is wrong (for
+    the sign-in page)."""
     key = await asyncio.to_thread(keys.by_secret, secret.strip())
     if key is None:
         return "That is not a known API key. Ask your operator for one (turnkit keys create)."
-    refused = key.refused(time.time())
+    refused = key.refused(now)
     if refused is not None:
         return f"This key cannot be used: {refused}. Ask your operator for a new one."
     if DECIDE_SCOPE not in key.scopes:
@@ -101,49 +109,71 @@ async def sign_in_with_key(keys: ApiKeys, secret: str, response: Response, secur
             f"This key may not decide confirmations: it needs the scope {DECIDE_SCOPE!r}"
             f" (turnkit keys create --user {key.user_id} --scope {DECIDE_SCOPE})."
         )
-    found = await asyncio.to_thread(keys.with_digest, key.id)
-    if found is None:  # removed in between
-        return "That is not a known API key."
-    until = int(time.time()) + SESSION_SECONDS
+    until = time.time() + SESSION_SECONDS
     if key.expires_at is not None:
-        until = min(until, int(key.expires_at))
-    value = f"{key.id}.{until}.{_signed(found[1], key.id, str(until))}"
-    _cookie(response, SESSION_COOKIE, value, secure, max_age=until - int(time.time()))
+        until = min(until, time.time() + max(0.0, key.expires_at - now))
+    token = await asyncio.to_thread(keys.open_session, key.id, until)
+    _cookie(request, response, SESSION_COOKIE, token, max_age=int(until - time.time()))
     return ""
 
 
-def sign_out(response: Response) -> None:
-    """End the session (the browser forgets the cookie)."""
-    response.delete_cookie(SESSION_COOKIE, path="/")
+async def sign_out(
+    keys: ApiKeys, person: Person | None, request: Request, response: Response
+) -> None:
+    """End the sign-in in the ledger and in the browser."""
+    if person is not None and person.session is not None:
+        await asyncio.to_thread(keys.close_session, person.session)
+    for name in (SESSION_COOKIE, CSRF_COOKIE):
+        response.delete_cookie(name, path=_path(request), secure=_secure(request),
+                               httponly=True, samesite="strict")  # fmt: skip
 
 
-def csrf_token(request: Request) -> tuple[str, bool]:
-    """The request's CSRF token, and whether it is new (then ``remember_csrf`` it)."""
+def csrf_token(request: Request, person: Person | None, response: Response) -> str:
+    """The token the page's forms carry: derived from the sign-in's secret token when there is
+    one; else the ``tk_csrf`` cookie's (set on ``response`` when the browser has none)."""
+    if person is not None and person.session is not None:
+        return _derived(person.session)
     token = request.cookies.get(CSRF_COOKIE, "")
-    if len(token) >= 32:
-        return token, False
-    return secrets.token_urlsafe(32), True
+    if _TOKEN.fullmatch(token) is None:
+        token = secrets.token_urlsafe(32)
+        _cookie(request, response, CSRF_COOKIE, token)
+    return token
 
 
-def remember_csrf(request: Request, response: Response, token: str) -> None:
-    """Set ``token`` as the browser's CSRF cookie."""
-    _cookie(response, CSRF_COOKIE, token, request.url.scheme == "https")
+def forged(request: Request, person: Person | None, given: object) -> bool:
+    """Whether a POST is not this page's own form: sent from another origin, or without the
+    token ``csrf_token`` gave the page."""
+    fetched_from = request.headers.get("sec-fetch-site")
+    if fetched_from is not None and fetched_from not in ("same-origin", "none"):
+        return True
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        return True
+    if not isinstance(given, str) or (_TOKEN.fullmatch(given) is None and len(given) != 64):
+        return True
+    if person is not None and person.session is not None:
+        expected = _derived(person.session)
+    else:
+        expected = request.cookies.get(CSRF_COOKIE, "")
+        if _TOKEN.fullmatch(expected) is None:
+            return True
+    return not hmac.compare_digest(given.encode(), expected.encode())
 
 
-def forged(request: Request, given: object) -> bool:
-    """Whether a form's ``csrf`` field fails to match the request's CSRF cookie."""
-    cookie = request.cookies.get(CSRF_COOKIE, "")
-    return not (isinstance(given, str) and len(cookie) >= 32 and hmac.compare_digest(given, cookie))
+def _derived(session: str) -> str:
+    return hmac.new(session.encode(), b"turnkit-ui-csrf", hashlib.sha256).hexdigest()
 
 
-def _signed(digest: str, key_id: str, until: str) -> str:
-    message = f"turnkit-ui-session|{key_id}|{until}".encode()
-    return hmac.new(digest.encode(), message, hashlib.sha256).hexdigest()
+def _path(request: Request) -> str:
+    return str(request.scope.get("root_path", "")) + "/ui"
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
 
 
 def _cookie(
-    response: Response, name: str, value: str, secure: bool, max_age: int | None = None
+    request: Request, response: Response, name: str, value: str, max_age: int | None = None
 ) -> None:
-    response.set_cookie(
-        name, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=secure
-    )
+    response.set_cookie(name, value, max_age=max_age, path=_path(request), httponly=True,
+                        samesite="strict", secure=_secure(request))  # fmt: skip

@@ -10,6 +10,10 @@
       var left = Math.max(0, parseInt(el.dataset.seconds, 10) - 1);
       el.dataset.seconds = String(left);
       el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s" : "expired";
+      if (left === 0) {
+        var article = el.closest("article");
+        if (article) article.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+      }
     });
   }
 
@@ -28,8 +32,8 @@
         if (gone) {
           var live = document.getElementById("live");
           live.hidden = false;
-          live.textContent = gone + (gone === 1 ? " confirmation was" : " confirmations were") +
-            " decided elsewhere: see History for who decided and how.";
+          live.textContent = gone + (gone === 1 ? " confirmation left" : " confirmations left") +
+            " the list: decided elsewhere or expired. History says who decided and how.";
         }
       })
       .catch(function () {});
