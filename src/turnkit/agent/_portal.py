@@ -96,6 +96,15 @@ class Portal:
                 await asyncio.wait([waiting], timeout=CANCEL_WAIT)
             raise
 
+    def submit(
+        self, coroutine: Coroutine[Any, Any, T]
+    ) -> tuple[concurrent.futures.Future[T], Callable[[], None]]:
+        """Start ``coroutine`` on the portal without waiting: its outcome (settled once the task
+        is over) and a function that cancels it from any thread. For callers that consume what
+        the run produces while it runs (``Agent.stream``); they must cancel it if they stop."""
+        self._check_usable(coroutine)
+        return self._start(coroutine)
+
     @property
     def closed(self) -> bool:
         """True once ``close()`` was called."""
@@ -118,6 +127,7 @@ class Portal:
         def settle(task: asyncio.Task[T]) -> None:
             if task.cancelled():
                 outcome.cancel()
+                outcome.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
                 return
             if not outcome.set_running_or_notify_cancel():  # cancelled meanwhile: none waits
                 return
