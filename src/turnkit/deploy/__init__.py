@@ -7,7 +7,7 @@
   (``turnkit.deploy.config``); ``turnkit.deploy.env`` holds the objects to name for it.
 - Who is calling: ``turnkit_auth``, ``key_user`` and ``owner_only`` map LangGraph's custom auth to
   turnkit callers (``turnkit.deploy.auth``); the turn graph reads the authenticated user from the
-  run's config (``turnkit.turn.server_user``).
+  run's config and makes it a caller with ``caller_of_user`` (``turnkit.turn.server_user``).
 
 Example:
     >>> from turnkit.deploy import Deployment
@@ -20,11 +20,13 @@ from __future__ import annotations
 from turnkit.deploy.auth import bearer_token, key_user, owner_only, turnkit_auth
 from turnkit.deploy.config import DeployConfig
 from turnkit.deploy.deployment import Deployment
+from turnkit.turn.server_user import caller_of_user
 
 __all__ = [
     "DeployConfig",
     "Deployment",
     "bearer_token",
+    "caller_of_user",
     "key_user",
     "owner_only",
     "turnkit_auth",
