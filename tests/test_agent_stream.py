@@ -111,8 +111,8 @@ def test_leaving_the_loop_early_cancels_the_turn_and_frees_the_agent():
         stream = agent.stream("slow")
         for update in stream:
             if "validate_args" in update:
-                release.set()  # the tool may end, but the turn is cancelled when we leave
-                break
+                break  # the tool runs (and waits) now: the turn is cancelled as we leave
+        release.set()
         with pytest.raises(RuntimeError, match="iterated to its end"):
             stream.response  # noqa: B018  (the property raises)
         assert agent.prompt("again", timeout=5).content == "never"
@@ -136,3 +136,46 @@ def test_a_stream_runs_its_turn_once_and_is_refused_while_another_prompt_runs():
 def test_an_unknown_stream_mode_is_refused_naming_langgraphs():
     with Agent(ScriptedModel([])) as agent, pytest.raises(ValueError, match="'updates'"):
         agent.stream("hi", stream_mode="tokens")
+
+
+async def test_aclose_after_leaving_an_async_loop_early_frees_the_agent_at_once():
+    release = threading.Event()
+
+    @tool(read_only=True)
+    def slow_note(note_id: str) -> str:
+        "Read a slow note."
+        release.wait(5)
+        return "late"
+
+    calls = [{"name": "slow_note", "args": {"note_id": "n1"}, "id": "c1"}]
+    model = ScriptedModel([AIMessage("", tool_calls=calls), "never"])
+    async with Agent(model, tools=[slow_note]) as agent:
+        stream = agent.astream("slow")
+        async for update in stream:
+            if "validate_args" in update:
+                break
+        await stream.aclose()
+        release.set()
+        assert (await agent.aprompt("again", timeout=5)).content == "never"
+
+
+def test_a_sync_stream_inside_an_async_tool_is_refused_saying_to_use_astream():
+    inner = Agent(ScriptedModel([]))
+    refused: list[BaseException] = []
+
+    @tool(read_only=True)
+    async def ask_helper(question: str) -> str:
+        """Ask the helper agent."""
+        try:
+            return str(list(inner.stream(question)))
+        except AgentBusy as exc:
+            refused.append(exc)
+            return "the helper could not be asked"
+
+    calls = [{"name": "ask_helper", "args": {"question": "q"}, "id": "c1"}]
+    model = ScriptedModel([AIMessage("", tool_calls=calls), "Done."])
+    with Agent(model, tools=[ask_helper]) as outer:
+        assert outer.prompt("Go.").content == "Done."
+    (error,) = refused
+    assert "agent.astream(...)" in str(error)
+    inner.close()

@@ -18,6 +18,7 @@ import concurrent.futures
 import functools
 import queue
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterator,
     Callable,
     Coroutine,
@@ -130,7 +131,9 @@ class _Stream:
             raise RuntimeError("a stream runs its turn once: call agent.stream(...) again")
         self._started = True
         run = functools.partial(self._run, streaming=Streaming(self._mode, emit))
-        return self._agent._portal.submit(self._agent._timed(run, self._timeout))
+        blocking = isinstance(self, TurnStream)
+        timed = self._agent._timed(run, self._timeout)
+        return self._agent._portal.submit(timed, blocking=blocking)
 
 
 class TurnStream(_Stream):
@@ -152,9 +155,24 @@ class TurnStream(_Stream):
 
 
 class AsyncTurnStream(_Stream):
-    """The chunks of a turn streamed to async code (``Agent.astream``); then ``response``."""
+    """The chunks of a turn streamed to async code (``Agent.astream``); then ``response``.
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
+    An ``async for`` left early does not close its iterator at once (the event loop finalizes
+    it later): ``await stream.aclose()`` cancels the turn and frees the agent now.
+    """
+
+    _chunks: AsyncGenerator[Any, None] | None = None
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        self._chunks = self._iterate()
+        return self._chunks
+
+    async def aclose(self) -> None:
+        """Cancel the turn if it still runs, and wait for it to end."""
+        if self._chunks is not None:
+            await self._chunks.aclose()
+
+    async def _iterate(self) -> AsyncGenerator[Any, None]:
         loop = asyncio.get_running_loop()
         items: asyncio.Queue[Any] = asyncio.Queue()
         with self._agent._busy():
