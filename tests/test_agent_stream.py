@@ -5,6 +5,8 @@ step, "messages" token by token), then the same ``Response`` as ``prompt``, held
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk
@@ -96,7 +98,10 @@ async def test_astream_of_several_modes_gives_mode_and_chunk_pairs(openai_agent)
     assert stream.response.content == "You must buy tea."
 
 
-def test_leaving_the_loop_early_cancels_the_turn_and_frees_the_agent():
+@pytest.fixture
+def stuck() -> Iterator[tuple[dict[str, Any], threading.Event]]:
+    """Agent arguments for a turn whose one tool call waits for the event, and the event; the
+    model answers "never" to the next prompt."""
     release = threading.Event()
 
     @tool(read_only=True)
@@ -105,9 +110,15 @@ def test_leaving_the_loop_early_cancels_the_turn_and_frees_the_agent():
         release.wait(5)
         return "late"
 
-    first = AIMessage("", tool_calls=[{"name": "slow_note", "args": {"note_id": "n1"}, "id": "c1"}])
-    model = ScriptedModel([first, "never"])
-    with Agent(model, tools=[slow_note]) as agent:
+    calls = [{"name": "slow_note", "args": {"note_id": "n1"}, "id": "c1"}]
+    model = ScriptedModel([AIMessage("", tool_calls=calls), "never"])
+    yield {"model": model, "tools": [slow_note]}, release
+    release.set()
+
+
+def test_leaving_the_loop_early_cancels_the_turn_and_frees_the_agent(stuck):
+    arguments, release = stuck
+    with Agent(**arguments) as agent:
         stream = agent.stream("slow")
         for update in stream:
             if "validate_args" in update:
@@ -138,18 +149,9 @@ def test_an_unknown_stream_mode_is_refused_naming_langgraphs():
         agent.stream("hi", stream_mode="tokens")
 
 
-async def test_aclose_after_leaving_an_async_loop_early_frees_the_agent_at_once():
-    release = threading.Event()
-
-    @tool(read_only=True)
-    def slow_note(note_id: str) -> str:
-        "Read a slow note."
-        release.wait(5)
-        return "late"
-
-    calls = [{"name": "slow_note", "args": {"note_id": "n1"}, "id": "c1"}]
-    model = ScriptedModel([AIMessage("", tool_calls=calls), "never"])
-    async with Agent(model, tools=[slow_note]) as agent:
+async def test_aclose_after_leaving_an_async_loop_early_frees_the_agent_at_once(stuck):
+    arguments, release = stuck
+    async with Agent(**arguments) as agent:
         stream = agent.astream("slow")
         async for update in stream:
             if "validate_args" in update:
