@@ -17,7 +17,7 @@ from langgraph_sdk import get_client
 
 from _openai_server import OpenAIServer, call, reply
 from _shop import Shop
-from test_studio import Server, launch, wait_until_ready
+from test_studio import Server, _wait_until_ready, launch
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.ledger import open_ledger
 
@@ -77,7 +77,7 @@ def deployed(tmp_path, model) -> Iterator[Any]:
             **env,
         )
         servers.append(server)
-        wait_until_ready(server)
+        _wait_until_ready(server)
         return server
 
     yield start

@@ -37,19 +37,19 @@ from turnkit.registry.ledger import open_ledger
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
 REPO = Path(__file__).resolve().parents[1]
-GRAPH_ID = "turnkit"
-RUN_TIMEOUT = 30.0
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
+GRAPH_ID = "turnkit"
 START_TIMEOUT = 60.0
+RUN_TIMEOUT = 30.0
 
 
-def free_port() -> int:
+def _free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def offline_env(**extra: str) -> dict[str, str]:
+def _offline_env(**extra: str) -> dict[str, str]:
     """This process's environment without model or tracing credentials, plus ``extra``."""
     dropped = ("OPENAI_", "LANGSMITH_", "LANGCHAIN_", "TURNKIT_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
@@ -85,14 +85,14 @@ class Server:
 def launch(config: Path, cwd: Path, **env: str) -> Server:
     """Start ``langgraph dev --config config`` in ``cwd`` (not yet waited for)."""
     assert LANGGRAPH.exists(), f"{LANGGRAPH} is missing: pip install -e '.[dev]'"
-    port = free_port()
+    port = _free_port()
     log = cwd / f"server-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
              "--port", str(port), "--config", str(config)],
             cwd=cwd,
-            env=offline_env(**env),
+            env=_offline_env(**env),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -100,7 +100,7 @@ def launch(config: Path, cwd: Path, **env: str) -> Server:
     return Server(f"http://127.0.0.1:{port}", process, log)
 
 
-def wait_until_ready(server: Server) -> float:
+def _wait_until_ready(server: Server) -> float:
     started = time.monotonic()
     while time.monotonic() - started < START_TIMEOUT:
         if server.process.poll() is not None:
@@ -128,7 +128,7 @@ def start_studio(tmp_path) -> Iterator[Callable[..., Server]]:
     def start(**env: str) -> Server:
         server = launch(tmp_path / "langgraph.json", tmp_path, **env)
         servers.append(server)
-        seconds = wait_until_ready(server)
+        seconds = _wait_until_ready(server)
         print(f"langgraph dev answered GET /ok after {seconds:.1f} s")
         return server
 
