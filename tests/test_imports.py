@@ -32,7 +32,11 @@ print("\\n".join(failed))
 
 
 def test_every_module_imports_first(tmp_path):
-    env = {**os.environ, "TURNKIT_DEMO_DB": str(tmp_path / "demo.sqlite")}  # the Studio graph's
+    env = {
+        **os.environ,
+        "TURNKIT_DEMO_DB": str(tmp_path / "demo.sqlite"),  # the Studio graph's
+        "TURNKIT_DATABASE_URL": str(tmp_path / "ledger.sqlite"),  # turnkit.deploy.env checks it
+    }
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         capture_output=True,
@@ -45,3 +49,5 @@ def test_every_module_imports_first(tmp_path):
     count, *failed = done.stdout.strip().splitlines()
     assert int(count) > 50
     assert failed == []
+    # importing opens and writes nothing (the Studio graph and the deployment's too)
+    assert list(tmp_path.iterdir()) == []

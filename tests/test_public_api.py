@@ -14,6 +14,7 @@ EXPECTED = [
     "Caller",
     "CallerError",
     "CompiledSchema",
+    "ConfigError",
     "Confirmation",
     "Decision",
     "Executor",

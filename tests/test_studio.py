@@ -82,6 +82,24 @@ class Server:
                 self.process.wait(timeout=10)
 
 
+def launch(config: Path, cwd: Path, **env: str) -> Server:
+    """Start ``langgraph dev --config config`` in ``cwd`` (not yet waited for)."""
+    assert LANGGRAPH.exists(), f"{LANGGRAPH} is missing: pip install -e '.[dev]'"
+    port = _free_port()
+    log = cwd / f"server-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+             "--port", str(port), "--config", str(config)],
+            cwd=cwd,
+            env=_offline_env(**env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return Server(f"http://127.0.0.1:{port}", process, log)
+
+
 def _wait_until_ready(server: Server) -> float:
     started = time.monotonic()
     while time.monotonic() - started < START_TIMEOUT:
@@ -102,26 +120,13 @@ def _wait_until_ready(server: Server) -> float:
 @pytest.fixture
 def start_studio(tmp_path) -> Iterator[Callable[..., Server]]:
     """``start_studio(**env)``: ``langgraph dev`` on the repository's graph, in ``tmp_path``."""
-    assert LANGGRAPH.exists(), f"{LANGGRAPH} is missing: pip install -e '.[dev]'"
     config = json.loads((REPO / "langgraph.json").read_text())
     config["dependencies"] = [str(REPO)]  # the same graphs, served from a scratch folder
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
     servers: list[Server] = []
 
     def start(**env: str) -> Server:
-        port = _free_port()
-        log = tmp_path / f"server-{port}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-                 "--port", str(port), "--config", str(tmp_path / "langgraph.json")],
-                cwd=tmp_path,
-                env=_offline_env(**env),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        server = Server(f"http://127.0.0.1:{port}", process, log)
+        server = launch(tmp_path / "langgraph.json", tmp_path, **env)
         servers.append(server)
         seconds = _wait_until_ready(server)
         print(f"langgraph dev answered GET /ok after {seconds:.1f} s")

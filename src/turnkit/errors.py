@@ -14,6 +14,7 @@ lookup of a tool that does not exist) raises one of these::
      ├── ResumeError            (ValueError)  a paused turn resumed with a value it cannot take
      ├── StorageError           (ValueError)  a storage URL that names nothing turnkit can open
      ├── ModelError             (ValueError)  a model that cannot be built or reached
+     ├── ConfigError            (ValueError)  a deployment's TURNKIT_* variables name nothing usable
      ├── AgentBusy              (RuntimeError) a prompt or reset while a prompt is in flight
      └── AgentTimeout           (TimeoutError) a prompt ran out of time; it was cancelled
 
@@ -121,6 +122,12 @@ class ModelError(TurnkitError, ValueError):
     """A chat model that cannot be built (an unknown provider, not a model object) or reached
     (its server is down, its HTTP client belongs to another event loop); the message says what
     to check. A turn that raised it kept its conversation: send the prompt (or confirm) again."""
+
+
+class ConfigError(TurnkitError, ValueError):
+    """A deployment's configuration (``TURNKIT_DATABASE_URL``, ``TURNKIT_MODULES``,
+    ``TURNKIT_PERMISSIONS``, ...) that names nothing usable: a malformed or unknown reference, a
+    ledger URL of no accepted form. The message names the variable and says what to write."""
 
 
 class ProviderError(TurnkitError, TypeError):

@@ -31,12 +31,19 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, co
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 
 from turnkit.agent._portal import Portal, shared_portal
 from turnkit.agent.local_tools import LocalModule
 from turnkit.agent.models import model_error, resolve_model, with_own_client
 from turnkit.agent.response import Response
+from turnkit.agent.streaming import (
+    AsyncTurnStream,
+    Streaming,
+    TurnStream,
+    stream_modes,
+    streamed,
+)
 from turnkit.agent.structured import instruction, parse
 from turnkit.errors import AgentBusy, AgentTimeout, ResumeError
 from turnkit.graph.build import build_turn_graph
@@ -181,6 +188,50 @@ class Agent:
         with self._busy():
             return await self._portal.arun(self._timed(run, timeout))
 
+    def stream(
+        self,
+        text: str,
+        *,
+        stream_mode: StreamMode | Sequence[StreamMode] = "updates",
+        timeout: float = 60,
+        messages: Sequence[Any] | None = None,
+    ) -> TurnStream:
+        """``prompt``, streamed: iterate for LangGraph's chunks as they come, then read
+        ``.response`` (the ``Response`` that ``prompt`` returns, held writes in ``pending``).
+
+        ``stream_mode`` is LangGraph's: ``"updates"`` gives ``{node: update}`` after each step
+        (and ``{"__interrupt__": ...}`` when writes wait for a decision), ``"messages"`` gives
+        ``(message chunk, metadata)`` as the model produces tokens; a list gives ``(mode,
+        chunk)`` pairs. The turn runs while it is iterated; leaving the loop early cancels it.
+
+        Raises:
+            ValueError: ``stream_mode`` names no LangGraph stream mode.
+            AgentBusy, AgentTimeout, ModelError: as ``prompt``, raised by the iteration.
+
+        Example:
+            >>> stream = agent.stream("Make our first product cheaper")  # doctest: +SKIP
+            >>> [next(iter(update)) for update in stream]  # doctest: +SKIP
+            ['list_tools', 'call_model', 'validate_args', 'execute', 'fit_results', '__interrupt__']
+            >>> agent.confirm({stream.response.pending[0].id: "approve"}).content  # doctest: +SKIP
+            'Done.'
+        """
+        run = functools.partial(self._prompt, text, messages)
+        return TurnStream(run, agent=self, stream_mode=stream_modes(stream_mode), timeout=timeout)
+
+    def astream(
+        self,
+        text: str,
+        *,
+        stream_mode: StreamMode | Sequence[StreamMode] = "updates",
+        timeout: float = 60,
+        messages: Sequence[Any] | None = None,
+    ) -> AsyncTurnStream:
+        """Async twin of ``stream``: ``async for chunk in agent.astream(...)``, then
+        ``.response``."""
+        run = functools.partial(self._prompt, text, messages)
+        modes = stream_modes(stream_mode)
+        return AsyncTurnStream(run, agent=self, stream_mode=modes, timeout=timeout)
+
     def confirm(self, decisions: dict[str, Any], *, timeout: float = 60) -> Response:
         """Resume the held writes: ``{confirmation_id: "approve" | "reject" | {...}}``.
 
@@ -273,7 +324,10 @@ class Agent:
                 " for the next prompt"
             ) from None
 
-    async def _prompt(self, text: str, messages: Sequence[Any] | None) -> Response:
+    async def _prompt(
+        self, text: str, messages: Sequence[Any] | None, streaming: Streaming | None = None
+    ) -> Response:
+        """Run a turn for ``text``, streamed when ``streaming`` says how."""
         if self.manage_history:
             if messages is not None:
                 raise ValueError("messages= is for manage_history=False; this agent keeps history")
@@ -286,7 +340,7 @@ class Agent:
             new, before = self._preamble() + convert_to_messages(list(messages or [])), []
         human = HumanMessage(text, id=str(uuid.uuid4()))
         try:
-            return await self._run({"messages": [*new, human]}, thread, before)
+            return await self._run({"messages": [*new, human]}, thread, before, streaming)
         except BaseException:
             if not self.manage_history:  # a failed stateless turn leaves nothing behind
                 await asyncio.shield(self._forget(thread))
@@ -302,16 +356,26 @@ class Agent:
                               HOW_TO_RESUME)  # fmt: skip
         return await self._run(Command(resume=decisions), thread)
 
-    async def _run(self, request: Any, thread: str, before: list[Any] | None = None) -> Response:
+    async def _run(
+        self,
+        request: Any,
+        thread: str,
+        before: list[Any] | None = None,
+        streaming: Streaming | None = None,
+    ) -> Response:
         """Run ``request`` on ``thread``; ``before``: its messages, when the caller has read them
-        (each read of a thread replays its messages since the last snapshot)."""
+        (each read of a thread replays its messages since the last snapshot); ``streaming``: how
+        the run is streamed, when it is."""
         config = self._config(thread)
         if before is None:
             before = list((await self.graph.aget_state(config)).values.get("messages") or [])
         seen = {m.id: m.content for m in before}
         context = TurnContext(caller=self.caller)
         try:
-            result: Any = await self.graph.ainvoke(request, config, context=context)
+            if streaming is None:
+                result: Any = await self.graph.ainvoke(request, config, context=context)
+            else:
+                result = await streamed(self.graph, request, config, context, streaming)
         except Exception as exc:  # translated, never swallowed; the checkpoints stay as they are
             error = model_error(exc, self.model)
             if error is None:

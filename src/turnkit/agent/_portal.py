@@ -45,10 +45,11 @@ CANCEL_WAIT = 5.0
 """How long an interrupted caller waits for its cancelled run to end before it goes on."""
 
 ON_OWN_LOOP = (
-    "a blocking Agent call (prompt, confirm, get_messages, close, or Agent(storage=...)) was made"
-    " from async code on turnkit's own event loop, such as an async tool handler: it would wait"
-    " for itself. In async code use the async twins: `await agent.aprompt(...)`,"
-    " `await agent.aconfirm(...)`, `await agent.aclose()` (or make the tool a plain function)"
+    "a blocking Agent call (prompt, stream, confirm, get_messages, close, or"
+    " Agent(storage=...)) was made from async code on turnkit's own event loop, such as an async"
+    " tool handler: it would wait for itself. In async code use the async twins: `await"
+    " agent.aprompt(...)`, `agent.astream(...)`, `await agent.aconfirm(...)`, `await"
+    " agent.aclose()` (or make the tool a plain function)"
 )
 
 
@@ -96,6 +97,23 @@ class Portal:
                 await asyncio.wait([waiting], timeout=CANCEL_WAIT)
             raise
 
+    def submit(
+        self, coroutine: Coroutine[Any, Any, T], *, blocking: bool
+    ) -> tuple[concurrent.futures.Future[T], Callable[[], None]]:
+        """Start ``coroutine`` on the portal without waiting: its outcome (settled once the task
+        is over) and a function that cancels it from any thread. For callers that consume what
+        the run produces while it runs (``Agent.stream``); they must cancel it if they stop.
+
+        Raises:
+            AgentBusy: ``blocking`` (the caller will wait in this thread) on the portal's own
+                loop, where it would wait for itself (``coroutine`` is closed unrun).
+        """
+        if blocking and threading.current_thread() is self._thread:
+            coroutine.close()
+            raise AgentBusy(ON_OWN_LOOP)
+        self._check_usable(coroutine)
+        return self._start(coroutine)
+
     @property
     def closed(self) -> bool:
         """True once ``close()`` was called."""
@@ -118,6 +136,7 @@ class Portal:
         def settle(task: asyncio.Task[T]) -> None:
             if task.cancelled():
                 outcome.cancel()
+                outcome.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
                 return
             if not outcome.set_running_or_notify_cancel():  # cancelled meanwhile: none waits
                 return

@@ -1,11 +1,13 @@
 """The graph ``langgraph dev`` (LangGraph Studio) serves: the turn graph on the demo catalogue.
 
-``langgraph.json`` at the repository root points here (``turnkit.demo.studio:graph``). The graph
-is compiled **without** a checkpointer or store: the server brings its own persistence (and refuses
-a graph that has one). It is built when this module is imported, which the server does in a worker
-thread at start-up, so the demo's file setup never blocks the server's event loop.
+``langgraph.json`` at the repository root points here (``turnkit.demo.studio:graph``): a graph
+factory, the demo's configuration of ``turnkit.deploy.Deployment``. Importing this module opens
+and writes nothing; the server's first call of ``graph`` builds the demo's executor (its catalogue
+and ledger files), model and graph in a worker thread, and every later call returns the same
+graph. The graph is compiled **without** a checkpointer or store: the server brings its own
+persistence (and refuses a graph that has one).
 
-Chosen by environment variables, read at import:
+Chosen by environment variables, read when the graph is first built:
 
 - ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set: an OpenAI-compatible chat model (OpenAI, vLLM,
   llama.cpp, Ollama, ...) named by ``TURNKIT_MODEL`` (default ``gpt-4o-mini``); a local server
@@ -26,6 +28,7 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from turnkit.demo import DEMO_CALLER, demo_executor, scripted_demo_model
+from turnkit.deploy.deployment import Deployment
 from turnkit.graph.build import build_turn_graph
 from turnkit.registry.executor import Executor
 
@@ -33,7 +36,7 @@ __all__ = [
     "DEFAULT_DB",
     "DEFAULT_MODEL",
     "demo_db_path",
-    "executor",
+    "deployment",
     "graph",
     "make_graph",
     "studio_model",
@@ -71,8 +74,10 @@ def make_graph(executor: Executor | None = None) -> CompiledStateGraph[Any, Any,
     )
 
 
-executor = demo_executor(demo_db_path())
-"""The demo's executor, shared by the graph and the REST/MCP app ``turnkit.demo.server`` (one
-ledger: a write the graph holds is decided over REST)."""
-graph = make_graph(executor)
-"""The graph ``langgraph.json`` names (built on import; see the module docstring)."""
+deployment = Deployment(
+    lambda: demo_executor(demo_db_path()), studio_model, default_caller=DEMO_CALLER
+)
+"""The demo's deployment: one executor shared by the graph and the REST/MCP app
+``turnkit.demo.server`` (one ledger: a write the graph holds is decided over REST)."""
+graph = deployment.agraph
+"""The graph factory ``langgraph.json`` names (see the module docstring)."""

@@ -16,6 +16,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 from turnkit.registry.visibility import Allow
+from turnkit.turn.server_user import caller_of_user, server_user
 
 __all__ = ["Bound", "MissingCallerError"]
 
@@ -75,7 +76,9 @@ class Bound:
         return found
 
     def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:
-        """The caller and allow list of this run: from the runtime context, else the default."""
+        """The caller and allow list of this run: a ``Caller`` in the runtime context, else the
+        user LangGraph's server authenticated (``turn/server_user.py``; its allow list, never
+        the context's), else the graph's default caller."""
         context = runtime.context
         caller = getattr(context, "caller", None)
         if caller is None and isinstance(context, dict):
@@ -89,12 +92,15 @@ class Bound:
                 " caller sent as data (say, by an HTTP client) is not accepted, since it would"
                 " choose whose rights apply; the application sets the caller"
             )
+        if caller is None and (signed_in := caller_of_user(server_user(runtime))) is not None:
+            return signed_in
         if caller is None:
             caller = self.default_caller
         if not isinstance(caller, Caller):
             raise MissingCallerError(
                 "this turn has no caller: pass context=TurnContext(caller=Caller.session(...))"
                 " to invoke/stream and again on every resume, or build the graph with"
-                " default_caller=..."
+                " default_caller=...; on LangGraph's server, sign the request in (langgraph.json"
+                ' "auth", see turnkit.deploy) or set TURNKIT_DEFAULT_USER'
             )
         return caller, allow or "all"
