@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from turnkit.errors import ResumeError
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.decisions import HOW_TO_RESUME, payload, refusals, resume_schema
-from turnkit.nodes.messages import answered, settled, tool_message
+from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
@@ -122,7 +122,10 @@ def _update(
         if cid in done:
             messages.append(
                 tool_message(
-                    call["tool_call_id"], answered(done[cid], limit), message_id=call["message_id"]
+                    call["tool_call_id"],
+                    answered(done[cid], limit),
+                    name=held_name(call["tool"]),
+                    message_id=call["message_id"],
                 )
             )
         else:

@@ -26,6 +26,7 @@ from turnkit.nodes.messages import (
     SCHEMA,
     UNKNOWN_TOOL,
     call_ids,
+    call_names,
     error_answer,
     kind_of,
     last_ai,
@@ -71,7 +72,9 @@ def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
 
 def round_messages(ai: AIMessage, answers: dict[str, RoundAnswer]) -> list[Any]:
     """Tool messages for ``answers``, in the order of ``ai``'s calls."""
-    return [tool_message(cid, answers[cid]) for cid in call_ids(ai) if cid in answers]
+    names = call_names(ai)
+    ids = [cid for cid in call_ids(ai) if cid in answers]
+    return [tool_message(cid, answers[cid], name=names.get(cid)) for cid in ids]
 
 
 def _unparsed(bad: Any) -> str:
