@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from turnkit.errors import ResumeError
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.decisions import HOW_TO_RESUME, payload, refusals, resume_schema
+from turnkit.nodes.decisions import HOW_TO_RESUME, asked, payload, refusals, resume_schema
 from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
@@ -84,10 +84,11 @@ def _ask(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]
     """
     if not pending:
         return {}
-    titles = {tool.name: tool.title or tool.name for tool in bound.executor.registry.tools}
+    tools = {tool.name: tool for tool in bound.executor.registry.tools}
     ids = tuple(call["confirmation_id"] for call in held)
+    schema = resume_schema(ids, asked(pending))
     try:
-        resume = interrupt(payload(pending, titles), response_schema=resume_schema(ids))
+        resume = interrupt(payload(pending, tools), response_schema=schema)
     except ValidationError as exc:
         raise ResumeError(ids, refusals(exc), HOW_TO_RESUME) from None
     waiting = {confirmation.id for _, confirmation in pending}
