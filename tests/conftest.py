@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from _agent_runs import AGENT_MODES, AgentRuns
 from _modes import RUN_MODES, Turns
 from _openai_server import OpenAIServer
 from _shop import Shop
@@ -161,6 +162,22 @@ def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:
         )
 
     return Turns(url, request.param, executor, ledger=ledger, checks=executor(ledger))
+
+
+@pytest.fixture(params=AGENT_MODES)
+def agents(request, backend, strict_checkpoints, shop, rights, clock) -> AgentRuns:
+    """A ``create_agent`` thread governed by ``TurnkitMiddleware``: every run mode x every
+    backend, strict checkpoints; the agent may act in the shop (a session's writes are held)."""
+    url, ledger = backend
+    ledger.set_setting("api_session_write_modules", ["shop"])
+
+    def executor(on: Any) -> Executor:
+        settings = Settings(handler_timeout=2.0)
+        return Executor(
+            Registry([shop]), ledger=on, permissions=rights, settings=settings, clock=clock
+        )
+
+    return AgentRuns(url, request.param, executor, ledger=ledger)
 
 
 @pytest.fixture

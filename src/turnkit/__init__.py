@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from turnkit.agent.response import PendingConfirmation, Response, ToolCallRecord
     from turnkit.agent.structured import StructuredOutputError
     from turnkit.graph import TurnContext, TurnState, build_turn_graph
+    from turnkit.middleware import TurnkitMiddleware
 
 _LAZY = {
     "Agent": "turnkit.agent",
@@ -68,6 +69,7 @@ _LAZY = {
     "TurnContext": "turnkit.graph",
     "TurnState": "turnkit.graph",
     "build_turn_graph": "turnkit.graph",
+    "TurnkitMiddleware": "turnkit.middleware",
     "as_langchain_tool": "turnkit.agent.langchain_tools",
     "as_langchain_tools": "turnkit.agent.langchain_tools",
     "tool": "turnkit.agent.local_tools",
@@ -128,6 +130,7 @@ __all__ = [
     "TurnContext",
     "TurnState",
     "TurnkitError",
+    "TurnkitMiddleware",
     "UnknownToolError",
     "Violation",
     "as_langchain_tool",

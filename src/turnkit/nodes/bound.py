@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
@@ -18,6 +18,14 @@ from turnkit.registry.settings import Settings
 from turnkit.registry.visibility import Allow
 
 __all__ = ["Bound", "MissingCallerError"]
+
+
+class WithContext(Protocol):
+    """What carries a run's context beside LangGraph's ``Runtime`` (a tool's ``ToolRuntime``)."""
+
+    @property
+    def context(self) -> Any:
+        """The run's context."""
 
 
 class MissingCallerError(TurnkitError, ValueError):
@@ -74,7 +82,7 @@ class Bound:
             found = remember(self._models, key, (model, may_stream(model)), limit=256)
         return found
 
-    def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:
+    def caller(self, runtime: Runtime[Any] | WithContext) -> tuple[Caller, Allow]:
         """The caller and allow list of this run: from the runtime context, else the default."""
         context = runtime.context
         caller = getattr(context, "caller", None)
@@ -94,7 +102,7 @@ class Bound:
         if not isinstance(caller, Caller):
             raise MissingCallerError(
                 "this turn has no caller: pass context=TurnContext(caller=Caller.session(...))"
-                " to invoke/stream and again on every resume, or build the graph with"
-                " default_caller=..."
+                " to invoke/stream and again on every resume, or build the graph (or"
+                " TurnkitMiddleware) with default_caller=..."
             )
         return caller, allow or "all"
