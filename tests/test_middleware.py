@@ -182,7 +182,8 @@ def test_the_agents_own_tools_run_as_before():
 
     from turnkit import Executor, Registry
 
-    model = ScriptedModel([{"tool_calls": [{"name": "shout", "args": {"text": "hi"}}]}, "Ok."])
+    calls = [{"name": "shout", "args": {"text": "hi"}}, {"name": "whisper", "args": {}, "id": "w"}]
+    model = ScriptedModel([{"tool_calls": calls}, "Ok."])
     agent = create_agent(
         model,
         tools=[shout],
@@ -191,7 +192,10 @@ def test_the_agents_own_tools_run_as_before():
     )
     config = {"configurable": {"thread_id": "own"}}
     done = agent.invoke(GO, config, context=ALICE)
-    assert [m.content for m in done["messages"] if isinstance(m, ToolMessage)] == ["HI"]
+    tool_messages = [m for m in done["messages"] if isinstance(m, ToolMessage)]
+    assert tool_messages[0].content == "HI"
+    unknown = json.loads(tool_messages[1].content)["error"]["message"]
+    assert unknown == "There is no tool named 'whisper'. Call one of the available tools: shout."
     assert shown(model) == ["shout"]
 
 

@@ -176,9 +176,10 @@ class TurnkitMiddleware(AgentMiddleware):
         return request.tool is not None and request.tool_call["name"] not in self._ours
 
     def _prepare(self, request: ToolCallRequest, caller: Any, listed: Any) -> ToolMessage | Run:
-        info = getattr(request.runtime, "execution_info", None)
-        thread = getattr(info, "thread_id", None)
-        return prepare(request.tool_call, request.state, thread, caller, listed, self.bound)
+        runtime = request.runtime
+        thread = getattr(runtime.execution_info, "thread_id", None)
+        others = [tool.name for tool in runtime.tools if tool.name not in self._ours]
+        return prepare(request.tool_call, request.state, thread, caller, listed, self.bound, others)
 
     # -- held writes: one interrupt, decided once ----------------------------------------------
 

@@ -20,7 +20,7 @@ from langchain_core.tools import StructuredTool
 
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.execute import idempotency_key
-from turnkit.nodes.messages import answered, tool_message
+from turnkit.nodes.messages import UNKNOWN_TOOL, answered, error_answer, tool_message
 from turnkit.nodes.tools import arguments, for_model, held
 from turnkit.nodes.validate_args import call_problem
 from turnkit.registry.answers import Answer
@@ -81,14 +81,24 @@ def prepare(
     caller: tuple[Caller, Allow],
     listed: tuple[dict[str, Any], list[Tool]],
     bound: Bound,
+    others: Iterable[str] = (),
 ) -> ToolMessage | Run:
     """Check ``call`` against the caller's tools now (``listed``: the operator's overrides and
-    the tools, from ``tools_now``); answer it when it is wrong, else say how to run it."""
+    the tools, from ``tools_now``); answer it when it is wrong, else say how to run it.
+    ``others``: the agent's own tools, named beside the registry's to a model that called a tool
+    that does not exist."""
     overrides, tools = listed
     settings, turn = bound.both_settings(overrides)
     call_id, name = call.get("id") or "", str(call.get("name"))
     _, by_name = for_model(tools)
     names = {model: tool.name for model, tool in by_name.items()}
+    others = sorted(set(others) - set(names))
+    if name not in names and others:
+        available = ", ".join(sorted([*names, *others]))
+        unknown = error_answer(
+            "not_found", UNKNOWN_TOOL.format(name=name[:100], available=available)
+        )
+        return tool_message(call_id, unknown, name=name)
     problem = call_problem(name, call.get("args"), names, bound.executor.registry)
     if problem is not None:
         return tool_message(call_id, problem, name=name)
