@@ -13,43 +13,18 @@ checkpoint after it (``checkpoint``);
 from __future__ import annotations
 
 import json
-import multiprocessing
-import signal
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import _crash_workers as w
 import _middleware_crash_workers as mw
+from _spawn import run
 from turnkit.storage import open_storage
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
-SPAWN = multiprocessing.get_context("spawn")
 OK = {"executed": True, "status": "ok", "result": {"updated": 1}}
-
-
-def run(target, *args, exitcode: int = -signal.SIGKILL) -> None:
-    """Run ``target`` in a spawned process and wait (bounded) for it to end with ``exitcode``."""
-    process = SPAWN.Process(target=target, args=args, daemon=True)
-    process.start()
-    process.join(timeout=120)
-    if process.is_alive():
-        process.kill()
-        process.join(timeout=10)
-        pytest.fail(f"{target.__name__} did not end within 120 s")
-    assert process.exitcode == exitcode, f"{target.__name__} ended with {process.exitcode}"
-
-
-@pytest.fixture
-def log(shop) -> str:
-    return str(shop.log)
-
-
-@pytest.fixture
-def agent_may_write(ledger_url) -> None:
-    with open_storage(ledger_url) as storage:
-        storage.ledger.set_setting("api_session_write_modules", ["shop"])
 
 
 @pytest.fixture
