@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from _agent_runs import AGENT_MODES, AgentRuns
 from _modes import RUN_MODES, Turns
 from _openai_server import OpenAIServer
 from _shop import Shop
@@ -147,11 +148,8 @@ def backend(request, tmp_path) -> Iterator[tuple[str, Ledger]]:
     ledger.close()
 
 
-@pytest.fixture(params=RUN_MODES)
-def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:
-    """A thread to run turns on: every run mode x every backend, strict checkpoints; the agent
-    may act in the shop (a session's writes are held)."""
-    url, ledger = backend
+def _shop_on(ledger: Ledger, shop, rights, clock) -> Callable[[Any], Executor]:
+    """Let the agent act in the shop on ``ledger``; make the shop's executor on a given ledger."""
     ledger.set_setting("api_session_write_modules", ["shop"])
 
     def executor(on: Any) -> Executor:
@@ -160,7 +158,39 @@ def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:
             Registry([shop]), ledger=on, permissions=rights, settings=settings, clock=clock
         )
 
+    return executor
+
+
+@pytest.fixture
+def log(shop) -> str:
+    """The shop's write log, as a path a spawned worker opens."""
+    return str(shop.log)
+
+
+@pytest.fixture
+def agent_may_write(ledger_url) -> None:
+    """Alice's session may write in the shop (the write is then held for her confirmation)."""
+    from turnkit.storage import open_storage
+
+    with open_storage(ledger_url) as storage:
+        storage.ledger.set_setting("api_session_write_modules", ["shop"])
+
+
+@pytest.fixture(params=RUN_MODES)
+def turns(request, backend, strict_checkpoints, shop, rights, clock) -> Turns:
+    """A thread to run turns on: every run mode x every backend, strict checkpoints; the agent
+    may act in the shop (a session's writes are held)."""
+    url, ledger = backend
+    executor = _shop_on(ledger, shop, rights, clock)
     return Turns(url, request.param, executor, ledger=ledger, checks=executor(ledger))
+
+
+@pytest.fixture(params=AGENT_MODES)
+def agents(request, backend, strict_checkpoints, shop, rights, clock) -> AgentRuns:
+    """A ``create_agent`` thread governed by ``TurnkitMiddleware``: every run mode x every
+    backend, strict checkpoints; the agent may act in the shop (a session's writes are held)."""
+    url, ledger = backend
+    return AgentRuns(url, request.param, _shop_on(ledger, shop, rights, clock), ledger=ledger)
 
 
 @pytest.fixture

@@ -18,44 +18,18 @@ of the checkpoint after ``call_model`` may still be in flight while ``execute`` 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import signal
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 import _crash_workers as w
+from _spawn import run
 from turnkit.storage import open_storage
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
-SPAWN = multiprocessing.get_context("spawn")
 OK = {"executed": True, "status": "ok", "result": {"updated": 1}}
-
-
-def run(target, *args, exitcode: int = -signal.SIGKILL) -> None:
-    """Run ``target`` in a spawned process and wait (bounded) for it to end with ``exitcode``."""
-    process = SPAWN.Process(target=target, args=args, daemon=True)
-    process.start()
-    process.join(timeout=120)
-    if process.is_alive():
-        process.kill()
-        process.join(timeout=10)
-        pytest.fail(f"{target.__name__} did not end within 120 s")
-    assert process.exitcode == exitcode, f"{target.__name__} ended with {process.exitcode}"
-
-
-@pytest.fixture
-def log(shop) -> str:
-    return str(shop.log)
-
-
-@pytest.fixture
-def agent_may_write(ledger_url) -> None:
-    """Alice's session may write in the shop (the write is then held for her confirmation)."""
-    with open_storage(ledger_url) as storage:
-        storage.ledger.set_setting("api_session_write_modules", ["shop"])
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ EXPECTED = [
     "TurnContext",
     "TurnState",
     "TurnkitError",
+    "TurnkitMiddleware",
     "UnknownToolError",
     "Violation",
     "as_langchain_tool",

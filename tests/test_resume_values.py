@@ -13,6 +13,10 @@ from turnkit.graph import TurnContext
 from turnkit.testing import ScriptedModel
 
 ALICE = TurnContext(caller=Caller.session("alice"))
+EDIT_ANOTHER_TOOL = {
+    "type": "edit",
+    "edited_action": {"name": "shop_delete_product", "args": {"sku": "TEA-0001"}},
+}
 
 
 @pytest.mark.parametrize(
@@ -22,7 +26,10 @@ ALICE = TurnContext(caller=Caller.session("alice"))
         ({"not-held": "approve"}, "['not-held'] are not confirmations held in this thread"),
         ("HELD:maybe", "Input should be a valid dictionary"),
         ("HELD:edit-without-arguments", "an edit needs 'arguments'"),
-        ({"decisions": [{"type": "approve"}]}, "['decisions'] are not confirmations held"),
+        ({"decisions": []}, "0 decisions for 1 held calls ['shop_set_prices']"),
+        ({"decisions": [{"type": "respond", "message": "x"}]}, "'type' must be one of"),
+        ({"decisions": [EDIT_ANOTHER_TOOL]}, "an edit may change the arguments, not the tool"),
+        ({"decisions": [{"type": "approve", "note": "x"}]}, "['note'] are not fields of"),
         ("HELD:edit-with-control", "['dry_run'] are control fields of a call, not input"),
     ],
     ids=[
@@ -30,7 +37,10 @@ ALICE = TurnContext(caller=Caller.session("alice"))
         "unknown-id",
         "unknown-word",
         "edit-without-arguments",
-        "hitl-shape",
+        "hitl-wrong-count",
+        "hitl-unknown-type",
+        "hitl-edit-of-another-tool",
+        "hitl-unknown-field",
         "edit-with-control",
     ],
 )

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from turnkit.agent.response import PendingConfirmation, Response, ToolCallRecord
     from turnkit.agent.structured import StructuredOutputError
     from turnkit.graph import TurnContext, TurnState, build_turn_graph
+    from turnkit.middleware import TurnkitMiddleware
 
 _LAZY = {
     "Agent": "turnkit.agent",
@@ -69,6 +70,7 @@ _LAZY = {
     "TurnContext": "turnkit.graph",
     "TurnState": "turnkit.graph",
     "build_turn_graph": "turnkit.graph",
+    "TurnkitMiddleware": "turnkit.middleware",
     "as_langchain_tool": "turnkit.agent.langchain_tools",
     "as_langchain_tools": "turnkit.agent.langchain_tools",
     "tool": "turnkit.agent.local_tools",
@@ -130,6 +132,7 @@ __all__ = [
     "TurnContext",
     "TurnState",
     "TurnkitError",
+    "TurnkitMiddleware",
     "UnknownToolError",
     "Violation",
     "as_langchain_tool",

@@ -1,7 +1,9 @@
 """Registry tools as LangChain tools: each call goes through the executor, rights and all.
 
 Use them in any LangChain agent (``create_agent``, ``ToolNode``); the answer the tool returns is the
-executor's JSON answer, so a held write shows up as ``confirmation_required``.
+executor's JSON answer, so a held write shows up as ``confirmation_required`` and nothing pauses for
+a person. In ``create_agent``, ``turnkit.TurnkitMiddleware`` governs the registry's tools instead:
+visible tools per caller, held writes asked in an interrupt and run once.
 
 Example:
     >>> tools = as_langchain_tools(executor, Caller.session("u_1"))  # doctest: +SKIP

@@ -20,14 +20,20 @@ from pydantic import ValidationError
 
 from turnkit.errors import ResumeError
 from turnkit.nodes.bound import Bound
-from turnkit.nodes.decisions import HOW_TO_RESUME, payload, refusals, resume_schema
-from turnkit.nodes.messages import answered, settled, tool_message
+from turnkit.nodes.decisions import HOW_TO_RESUME, asked, payload, refusals, resume_schema
+from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
 from turnkit.turn.state import HeldCall, TurnState
 
-__all__ = ["aawait_confirmation", "await_confirmation"]
+__all__ = [
+    "aawait_confirmation",
+    "ask_decisions",
+    "await_confirmation",
+    "note_outcome",
+    "split_held",
+]
 
 Pending = list[tuple[HeldCall, Confirmation]]
 
@@ -37,11 +43,11 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     held = state.get("held") or []
-    pending, done = _split(held, [executor.confirmation(h["confirmation_id"]) for h in held])
+    pending, done = split_held(held, [executor.confirmation(h["confirmation_id"]) for h in held])
     problems: dict[str, str] = {}
-    for cid, decision in _ask(pending, held, bound).items():
+    for cid, decision in ask_decisions(pending, held, bound).items():
         answer = executor.confirm(cid, caller, decision, allow=allow)
-        _note(cid, answer, executor.confirmation(cid), done, problems)
+        note_outcome(cid, answer, executor.confirmation(cid), done, problems)
     overrides = executor.ledger.settings()  # a resumed run reads the settings anew
     return _update(held, done, problems, overrides, bound.both_settings(overrides)[1])
 
@@ -53,16 +59,18 @@ async def aawait_confirmation(
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     held = state.get("held") or []
-    pending, done = _split(held, [await executor.aconfirmation(h["confirmation_id"]) for h in held])
+    pending, done = split_held(
+        held, [await executor.aconfirmation(h["confirmation_id"]) for h in held]
+    )
     problems: dict[str, str] = {}
-    for cid, decision in _ask(pending, held, bound).items():
+    for cid, decision in ask_decisions(pending, held, bound).items():
         answer = await executor.aconfirm(cid, caller, decision, allow=allow)
-        _note(cid, answer, await executor.aconfirmation(cid), done, problems)
+        note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
     overrides = await executor.ledger.asettings()  # a resumed run reads the settings anew
     return _update(held, done, problems, overrides, bound.both_settings(overrides)[1])
 
 
-def _split(
+def split_held(
     held: list[HeldCall], found: list[Confirmation | None]
 ) -> tuple[Pending, dict[str, dict[str, Any]]]:
     """The calls still waiting, and the outcomes of those decided, expired or gone already."""
@@ -76,7 +84,7 @@ def _split(
     return pending, done
 
 
-def _ask(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]:
+def ask_decisions(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]:
     """One interrupt for every pending call; the validated decisions by confirmation id.
 
     Any id held in the thread is accepted, also one decided elsewhere since the person was asked
@@ -84,17 +92,18 @@ def _ask(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[str, Any]
     """
     if not pending:
         return {}
-    titles = {tool.name: tool.title or tool.name for tool in bound.executor.registry.tools}
+    tools = {tool.name: tool for tool in bound.executor.registry.tools}
     ids = tuple(call["confirmation_id"] for call in held)
+    schema = resume_schema(ids, asked(pending))
     try:
-        resume = interrupt(payload(pending, titles), response_schema=resume_schema(ids))
+        resume = interrupt(payload(pending, tools), response_schema=schema)
     except ValidationError as exc:
         raise ResumeError(ids, refusals(exc), HOW_TO_RESUME) from None
     waiting = {confirmation.id for _, confirmation in pending}
     return {cid: decision for cid, decision in resume.root.items() if cid in waiting}
 
 
-def _note(
+def note_outcome(
     cid: str,
     answer: dict[str, Any],
     after: Confirmation | None,
@@ -122,7 +131,10 @@ def _update(
         if cid in done:
             messages.append(
                 tool_message(
-                    call["tool_call_id"], answered(done[cid], limit), message_id=call["message_id"]
+                    call["tool_call_id"],
+                    answered(done[cid], limit),
+                    name=held_name(call["tool"]),
+                    message_id=call["message_id"],
                 )
             )
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
@@ -19,6 +19,14 @@ from turnkit.registry.visibility import Allow
 from turnkit.turn.server_user import caller_of_user, server_user
 
 __all__ = ["Bound", "MissingCallerError"]
+
+
+class WithContext(Protocol):
+    """What carries a run's context beside LangGraph's ``Runtime`` (a tool's ``ToolRuntime``)."""
+
+    @property
+    def context(self) -> Any:
+        """The run's context."""
 
 
 class MissingCallerError(TurnkitError, ValueError):
@@ -75,10 +83,11 @@ class Bound:
             found = remember(self._models, key, (model, may_stream(model)), limit=256)
         return found
 
-    def caller(self, runtime: Runtime[Any]) -> tuple[Caller, Allow]:
-        """The caller and allow list of this run: a ``Caller`` in the runtime context, else the
-        user LangGraph's server authenticated (``turn/server_user.py``; its allow list, never
-        the context's), else the graph's default caller."""
+    def caller(self, runtime: Runtime[Any] | WithContext) -> tuple[Caller, Allow]:
+        """The caller and allow list of this run (``runtime`` may also be a tool's
+        ``ToolRuntime``): a ``Caller`` in the runtime context, else the user LangGraph's server
+        authenticated (``turn/server_user.py``; its allow list, never the context's), else the
+        default caller."""
         context = runtime.context
         caller = getattr(context, "caller", None)
         if caller is None and isinstance(context, dict):
@@ -99,8 +108,9 @@ class Bound:
         if not isinstance(caller, Caller):
             raise MissingCallerError(
                 "this turn has no caller: pass context=TurnContext(caller=Caller.session(...))"
-                " to invoke/stream and again on every resume, or build the graph with"
-                " default_caller=...; on LangGraph's server, sign the request in (langgraph.json"
-                ' "auth", see turnkit.deploy) or set TURNKIT_DEFAULT_USER'
+                " to invoke/stream and again on every resume, or build the graph (or"
+                " TurnkitMiddleware) with default_caller=...; on LangGraph's server, sign the"
+                ' request in (langgraph.json "auth", see turnkit.deploy) or set'
+                " TURNKIT_DEFAULT_USER"
             )
         return caller, allow or "all"

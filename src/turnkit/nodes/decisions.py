@@ -3,26 +3,43 @@
 The graph stops with one interrupt per round listing every held call. It is resumed with
 ``Command(resume={confirmation_id: decision})`` where a decision is ``"approve"``, ``"reject"``,
 ``{"action": "reject", "message": "..."}`` or ``{"action": "edit", "arguments": {...}}``.
-LangGraph validates the resume value against ``resume_schema(ids)`` before anything is saved: an
-unknown id or a malformed decision is refused with a clear error and can be answered again.
+The payload also carries LangChain's ``HITLRequest`` fields (``action_requests``,
+``review_configs``: ``hitl.py``), one entry per asked call in the order of ``confirmations``, and
+the resume value may be LangChain's ``HITLResponse`` instead (``{"decisions": [...]}``, one per
+action request, in that order), so LangChain's UIs (Agent Chat UI, Agent Inbox) decide them.
+LangGraph validates the resume value against ``resume_schema(ids, asked)`` before anything is
+saved: an unknown id, a wrong count or a malformed decision is refused with a clear error and can
+be answered again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 from pydantic import RootModel, ValidationError, model_validator
 
+from turnkit.nodes.hitl import (
+    HOW_TO_DECIDE,
+    Asked,
+    describe,
+    hitl_decisions,
+    hitl_request,
+    is_response,
+)
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.ledger import Confirmation
+from turnkit.registry.names import model_name
+from turnkit.registry.tool import Tool
 from turnkit.turn.state import HeldCall
 
 __all__ = [
     "HOW_TO_RESUME",
     "PAYLOAD_TYPE",
     "PAYLOAD_VERSION",
+    "asked",
     "payload",
     "refusals",
     "resume_schema",
@@ -30,18 +47,23 @@ __all__ = [
 ]
 
 PAYLOAD_VERSION = 1
-"""Bumped whenever the payload or the resume value changes shape."""
+"""Bumped whenever the payload or the resume value changes in a way that breaks a reader or a
+writer of the previous version. Fields added beside the versioned ones (LangChain's
+``action_requests`` and ``review_configs``) and a resume form accepted beside the old one (an
+``HITLResponse``) keep it: every version-1 payload field and resume value means what it meant."""
 PAYLOAD_TYPE = "turnkit.confirmations"
 
 HOW_TO_RESUME = (
     "Command(resume={<confirmation_id>: 'approve' | 'reject' | {'action': 'reject', 'message': ...}"
-    " | {'action': 'edit', 'arguments': {...}}}); an id left out stays held"
+    " | {'action': 'edit', 'arguments': {...}}}); an id left out stays held. Or, as LangChain's"
+    f" HITL middleware is resumed: Command(resume={HOW_TO_DECIDE})"
 )
 
 
 @lru_cache(maxsize=256)
-def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
-    """The resume value for ``ids``: a map from some of those ids to a decision.
+def resume_schema(ids: tuple[str, ...], asked: tuple[Asked, ...] = ()) -> type[RootModel[Any]]:
+    """The resume value for ``ids``: a map from some of those ids to a decision, or an
+    ``HITLResponse`` with one decision per ``asked`` call, in their order.
 
     An id that is not held in the thread is refused with a message naming the held ones.
     """
@@ -50,6 +72,8 @@ def resume_schema(ids: tuple[str, ...]) -> type[RootModel[Any]]:
         @model_validator(mode="before")
         @classmethod
         def _held_ids_only(cls, value: Any) -> Any:
+            if is_response(value):
+                return hitl_decisions(value, asked)
             if not isinstance(value, dict):
                 raise ValueError(
                     f"the resume value must map confirmation ids to decisions, got"
@@ -83,8 +107,27 @@ def refusals(error: ValidationError) -> list[str]:
     return [f"{cid!r}: {text}" for cid, text in list(by_id.items())[:5]]
 
 
-def payload(entries: list[tuple[HeldCall, Confirmation]], titles: dict[str, str]) -> dict[str, Any]:
-    """What the person sees: each held call's id, tool, title, exact arguments and expiry."""
+def asked(entries: list[tuple[HeldCall, Confirmation]]) -> tuple[Asked, ...]:
+    """The asked calls of ``entries``, in the order of the payload's action requests."""
+    return tuple(Asked(c.id, model_name(c.tool) or c.tool) for _, c in entries)
+
+
+def payload(entries: list[tuple[HeldCall, Confirmation]], tools: dict[str, Tool]) -> dict[str, Any]:
+    """What the person sees: each held call's id, tool, title, exact arguments and expiry; and
+    the same calls as LangChain's ``HITLRequest`` (``action_requests``, ``review_configs``)."""
+    requests, configs = [], []
+    for (held, confirmation), call in zip(entries, asked(entries), strict=True):
+        tool = tools.get(confirmation.tool)
+        title = (tool.title if tool else None) or confirmation.tool
+        text = describe(
+            title, call.name, confirmation.input, confirmation.expires_at_iso, held.get("problem")
+        )
+        schema = dict(tool.input_schema) if isinstance(tool, Tool) and isinstance(
+            tool.input_schema, Mapping) else {"type": "object"}  # fmt: skip
+        request, config = hitl_request(call.name, confirmation.input, text, schema)
+        requests.append(request)
+        configs.append(config)
+    titles = {name: (tool.title or name) for name, tool in tools.items()}
     return {
         "version": PAYLOAD_VERSION,
         "type": PAYLOAD_TYPE,
@@ -101,4 +144,6 @@ def payload(entries: list[tuple[HeldCall, Confirmation]], titles: dict[str, str]
             for held, confirmation in entries
         ],
         "resume": HOW_TO_RESUME,
+        "action_requests": requests,
+        "review_configs": configs,
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from turnkit.nodes.messages import call_ids, last_ai, tool_message
+from turnkit.nodes.messages import call_ids, call_names, last_ai, tool_message
 from turnkit.turn.state import HeldCall, TurnState
 
 __all__ = ["fit_results"]
@@ -22,7 +22,7 @@ def fit_results(state: TurnState) -> dict[str, Any]:
     answers = state.get("answers") or {}
     ai = last_ai(state["messages"])
     order = call_ids(ai) if ai is not None else list(answers)
-    names = {call["id"]: call["name"] for call in ai.tool_calls} if ai is not None else {}
+    names = call_names(ai) if ai is not None else {}
     tool_names = state.get("tool_names") or {}
     holding = list(state.get("held") or [])
     messages = []
@@ -32,11 +32,11 @@ def fit_results(state: TurnState) -> dict[str, Any]:
             continue
         confirmation_id = answer.get("held")
         if confirmation_id is None:
-            messages.append(tool_message(tool_call_id, answer))
+            messages.append(tool_message(tool_call_id, answer, name=names.get(tool_call_id)))
             continue
         message_id = str(uuid.uuid4())
-        messages.append(tool_message(tool_call_id, answer, message_id=message_id))
         name = names.get(tool_call_id, "")
+        messages.append(tool_message(tool_call_id, answer, name=name, message_id=message_id))
         holding.append(
             HeldCall(
                 confirmation_id=confirmation_id,

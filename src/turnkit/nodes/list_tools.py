@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.execute import idempotency_key
-from turnkit.nodes.messages import answered, settled, tool_message
+from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.nodes.recovery import recovered, unanswered
 from turnkit.nodes.tools import for_model
 from turnkit.nodes.tools import held as held_in
@@ -149,7 +149,10 @@ def _update(
             outcome = settled(call["confirmation_id"], confirmation)
             replaced.append(
                 tool_message(
-                    call["tool_call_id"], answered(outcome, limit), message_id=call["message_id"]
+                    call["tool_call_id"],
+                    answered(outcome, limit),
+                    name=held_name(call["tool"]),
+                    message_id=call["message_id"],
                 )
             )
         else:

@@ -20,6 +20,7 @@ from langchain_core.messages import (
 from turnkit.nodes.tools import fit_text, held_result
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
+from turnkit.registry.names import model_name
 from turnkit.turn.state import RoundAnswer
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Call one of the available tools: {available}."
@@ -77,15 +78,33 @@ def error_answer(code: answers.ErrorCode, text: str, **details: Any) -> RoundAns
 
 
 def tool_message(
-    tool_call_id: str, answer: RoundAnswer, *, message_id: str | None = None
+    tool_call_id: str, answer: RoundAnswer, *, name: str | None, message_id: str | None = None
 ) -> ToolMessage:
-    """The tool message that gives ``answer`` to the call ``tool_call_id``."""
+    """The tool message that gives ``answer`` to the call ``tool_call_id`` of the tool the model
+    called ``name`` (its model-facing name; None when the model sent none)."""
     return ToolMessage(
         content=answer["content"],
         tool_call_id=tool_call_id,
+        name=name,
         id=message_id or str(uuid.uuid4()),
         status=answer["status"],
     )
+
+
+def call_names(ai: AIMessage) -> dict[str, str]:
+    """Tool call id -> the name the model called, for ``ai``'s valid and invalid calls (the
+    first call with an id wins, as it is the one that runs)."""
+    names: dict[str, str] = {}
+    for call in [*ai.tool_calls, *ai.invalid_tool_calls]:
+        cid, name = call.get("id") or "", call.get("name")
+        if isinstance(name, str) and cid not in names:
+            names[cid] = name[:100]
+    return names
+
+
+def held_name(tool: str) -> str:
+    """The model-facing name of the registry tool ``tool`` (a held call's tool message)."""
+    return model_name(tool) or tool
 
 
 def settled(confirmation_id: str, confirmation: Confirmation | None) -> answers.Answer:

@@ -76,7 +76,8 @@ def recovered(
     for call in missing:
         answer = found(call.call_id) or error_answer("in_progress", INTERRUPTED)
         message_id = str(uuid.uuid4())
-        fixes.append(tool_message(call.call_id, answer, message_id=message_id))
+        name = call.name or None
+        fixes.append(tool_message(call.call_id, answer, name=name, message_id=message_id))
         if answer.get("held"):
             holding.append(
                 HeldCall(

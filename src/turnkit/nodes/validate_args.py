@@ -26,6 +26,7 @@ from turnkit.nodes.messages import (
     SCHEMA,
     UNKNOWN_TOOL,
     call_ids,
+    call_names,
     error_answer,
     kind_of,
     last_ai,
@@ -33,10 +34,11 @@ from turnkit.nodes.messages import (
 )
 from turnkit.nodes.model_reply import unique_call_ids
 from turnkit.nodes.tools import arguments
+from turnkit.registry.registry import Registry
 from turnkit.registry.schema import VIOLATIONS_SHOWN
 from turnkit.turn.state import PendingCall, RoundAnswer, TurnState
 
-__all__ = ["round_messages", "validate_args"]
+__all__ = ["call_problem", "round_messages", "unparsed", "validate_args"]
 
 
 def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
@@ -54,7 +56,7 @@ def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
     errors: dict[str, RoundAnswer] = {}
     for call in ai.tool_calls:
         call_id = call["id"] or ""
-        problem = _problem(str(call["name"]), call.get("args"), names, bound)
+        problem = call_problem(str(call["name"]), call.get("args"), names, bound.executor.registry)
         if problem is not None:
             errors[call_id] = problem
         else:
@@ -62,7 +64,7 @@ def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
             calls.append(PendingCall(id=call_id, message_id=message_id, tool=names[call["name"]],
                                      args=args or {}))  # fmt: skip
     for bad in ai.invalid_tool_calls:
-        errors[bad.get("id") or ""] = error_answer("invalid_input", _unparsed(bad))
+        errors[bad.get("id") or ""] = error_answer("invalid_input", unparsed(bad))
     if calls:
         return {**update, "calls": calls, "answers": errors}
     messages = [*update.get("messages", []), *round_messages(ai, errors)]
@@ -71,10 +73,12 @@ def validate_args(state: TurnState, *, bound: Bound) -> dict[str, Any]:
 
 def round_messages(ai: AIMessage, answers: dict[str, RoundAnswer]) -> list[Any]:
     """Tool messages for ``answers``, in the order of ``ai``'s calls."""
-    return [tool_message(cid, answers[cid]) for cid in call_ids(ai) if cid in answers]
+    names = call_names(ai)
+    ids = [cid for cid in call_ids(ai) if cid in answers]
+    return [tool_message(cid, answers[cid], name=names.get(cid)) for cid in ids]
 
 
-def _unparsed(bad: Any) -> str:
+def unparsed(bad: Any) -> str:
     """Why a call that cannot run is wrong: refused by ``call_model`` (the reason it gave), not
     JSON at all, or JSON but not an object."""
     error = bad.get("error")
@@ -89,8 +93,11 @@ def _unparsed(bad: Any) -> str:
     return NOT_AN_OBJECT.format(name=name, kind=kind_of(value))
 
 
-def _problem(name: str, raw: object, names: dict[str, str], bound: Bound) -> RoundAnswer | None:
-    """None for a valid call, else its error answer."""
+def call_problem(
+    name: str, raw: object, names: dict[str, str], registry: Registry
+) -> RoundAnswer | None:
+    """None for a valid call of ``name`` with the arguments ``raw``, else its error answer
+    (``names``: the model names the caller may call now -> registry names)."""
     if name not in names:
         shown = name[:100]
         if not names:
@@ -101,7 +108,7 @@ def _problem(name: str, raw: object, names: dict[str, str], bound: Bound) -> Rou
     args = arguments(raw)
     if args is None:
         return error_answer("invalid_input", NOT_AN_OBJECT.format(name=name, kind=kind_of(raw)))
-    tool = bound.executor.registry.get(names[name])
+    tool = registry.get(names[name])
     violations = tool.input_validator.errors(args) if tool is not None else []
     if violations:
         first = violations[:VIOLATIONS_SHOWN]

@@ -1,0 +1,196 @@
+"""``TurnkitMiddleware``: turnkit's governance for an existing ``langchain.agents.create_agent``.
+
+Each hook is thin; the work is where its name says (``tool_calls.py``, ``holds.py``, and the
+turn graph's own nodes):
+
+- ``wrap_model_call``: the model is shown the caller's visible registry tools **now** (beside the
+  agent's own tools), and its reply is checked before it is stored (``checked_reply``: strict
+  argument text, cut-off replies, values beyond the JSON limits, repeated call ids);
+- ``after_model``: calls that cannot run (unparseable arguments, a refused call) are answered, so
+  the model can correct itself instead of the run ending silently;
+- ``wrap_tool_call``: a call of a registry tool is validated and run through the executor (rights
+  now, ledger, idempotency) and fitted; the agent's own tools run as before;
+- ``before_model``: held writes are asked in one interrupt in the turn graph's payload (with
+  LangChain's ``HITLRequest``), resumed with ``Command(resume=...)``, and run exactly once.
+
+The caller travels in the runtime context (``context=TurnContext(caller=...)``, or any context
+with a ``caller``), passed again on every resume; without one the middleware's ``default_caller``
+acts, and without that a run fails with ``MissingCallerError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from turnkit.middleware import holds
+from turnkit.middleware.tool_calls import Run, finish, placeholders, prepare
+from turnkit.nodes.bound import Bound
+from turnkit.nodes.messages import call_names, error_answer, last_ai, tool_message
+from turnkit.nodes.model_reply import checked_reply
+from turnkit.nodes.tools import for_model
+from turnkit.nodes.validate_args import unparsed
+from turnkit.registry.caller import Caller
+from turnkit.registry.executor import Executor
+from turnkit.registry.settings import Settings
+
+__all__ = ["TurnkitMiddleware"]
+
+ToolResult = ToolMessage | Command[Any]
+
+
+class TurnkitMiddleware(AgentMiddleware):
+    """Governs a ``create_agent`` agent's tool calls with turnkit's executor.
+
+    Example:
+        >>> from langchain.agents import create_agent  # doctest: +SKIP
+        >>> agent = create_agent(model, middleware=[TurnkitMiddleware(executor)],
+        ...                      checkpointer=InMemorySaver())  # doctest: +SKIP
+        >>> agent.invoke({"messages": [...]}, config,
+        ...              context=TurnContext(caller=Caller.session("u_1")))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        default_caller: Caller | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        """Govern with ``executor``; ``default_caller`` acts for runs without a caller in their
+        context (none by default: such a run fails); ``settings`` overrides the executor's turn
+        limits (``agent_tool_result_chars``) as ``build_turn_graph``'s do."""
+        super().__init__()
+        self.bound = Bound(executor, None, default_caller, settings)
+        self.tools = placeholders(executor.registry.tools)
+        self._ours = frozenset(tool.name for tool in self.tools)
+
+    # -- the model sees the caller's tools now; its reply is checked before it is stored --------
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        """Show the model only the tools the caller may use now; check its reply."""
+        caller, allow = self.bound.caller(request.runtime)
+        _, tools = self.bound.executor.tools_now(caller, allow)
+        return self._checked(request, handler(self._shown(request, tools)))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
+    ) -> Any:
+        """Async twin of ``wrap_model_call``."""
+        caller, allow = self.bound.caller(request.runtime)
+        _, tools = await self.bound.executor.atools_now(caller, allow)
+        return self._checked(request, await handler(self._shown(request, tools)))
+
+    def _shown(self, request: ModelRequest, tools: Any) -> ModelRequest:
+        _, visible = for_model(tools)
+        shown = [t for t in request.tools if _name(t) not in self._ours or _name(t) in visible]
+        return request.override(tools=shown)
+
+    def _checked(self, request: ModelRequest, response: Any) -> Any:
+        if isinstance(response, AIMessage):
+            return checked_reply(response, request.messages)
+        if isinstance(response, ModelResponse):
+            response.result = [
+                checked_reply(m, request.messages) if isinstance(m, AIMessage) else m
+                for m in response.result
+            ]
+        return response
+
+    # -- calls that cannot run are answered ---------------------------------------------------
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Answer the calls that cannot run; back to the model when no call can."""
+        ai = last_ai(state["messages"])
+        if ai is None or not ai.invalid_tool_calls:
+            return None
+        names = call_names(ai)
+        answers = [
+            tool_message(
+                bad.get("id") or "",
+                error_answer("invalid_input", unparsed(bad)),
+                name=names.get(bad.get("id") or ""),
+            )
+            for bad in ai.invalid_tool_calls
+        ]
+        update: dict[str, Any] = {"messages": answers}
+        if not ai.tool_calls:
+            update["jump_to"] = "model"
+        return update
+
+    async def aafter_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of ``after_model`` (pure: nothing to wait for)."""
+        return self.after_model(state, runtime)
+
+    # -- registry tools run through the executor ----------------------------------------------
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolResult:
+        """Run a registry tool's call through the executor; pass the agent's own tools on."""
+        if self._theirs(request):
+            return handler(request)
+        caller = self.bound.caller(request.runtime)
+        listed = self.bound.executor.tools_now(*caller)
+        ready = self._prepare(request, caller, listed)
+        if isinstance(ready, ToolMessage):
+            return ready
+        answer = self.bound.executor.execute(
+            ready.caller, ready.tool, ready.input, ready.control,
+            allow=ready.allow, settings=ready.settings,
+        )  # fmt: skip
+        return finish(ready, answer)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        """Async twin of ``wrap_tool_call``."""
+        if self._theirs(request):
+            return await handler(request)
+        caller = self.bound.caller(request.runtime)
+        listed = await self.bound.executor.atools_now(*caller)
+        ready = self._prepare(request, caller, listed)
+        if isinstance(ready, ToolMessage):
+            return ready
+        answer = await self.bound.executor.aexecute(
+            ready.caller, ready.tool, ready.input, ready.control,
+            allow=ready.allow, settings=ready.settings,
+        )  # fmt: skip
+        return finish(ready, answer)
+
+    def _theirs(self, request: ToolCallRequest) -> bool:
+        """True for a call of one of the agent's own tools (not a registry tool)."""
+        return request.tool is not None and request.tool_call["name"] not in self._ours
+
+    def _prepare(self, request: ToolCallRequest, caller: Any, listed: Any) -> ToolMessage | Run:
+        runtime = request.runtime
+        thread = getattr(runtime.execution_info, "thread_id", None)
+        others = [tool.name for tool in runtime.tools if tool.name not in self._ours]
+        return prepare(request.tool_call, request.state, thread, caller, listed, self.bound, others)
+
+    # -- held writes: one interrupt, decided once ----------------------------------------------
+
+    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Settle the held writes decided since; ask about this round's in one interrupt."""
+        return holds.before_model(state, runtime, self.bound)
+
+    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of ``before_model``."""
+        return await holds.abefore_model(state, runtime, self.bound)
+
+
+def _name(tool: Any) -> str | None:
+    return tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)

@@ -1,0 +1,130 @@
+"""Held writes of a ``create_agent`` run: asked in one interrupt, decided once, put into the chat.
+
+Runs before every model call (``before_model``), like the turn graph's ``await_confirmation``
+and the reconciling part of its ``list_tools``: a held call's tool message (marked by
+``tool_calls.HELD_KEY``) whose confirmation was decided elsewhere, or expired, is replaced (same
+message id) by the outcome; when the latest round held a write, every call still pending is asked
+in one ``interrupt()`` whose payload is the turn graph's (versioned fields and LangChain's
+``HITLRequest``), resumed with ``{confirmation_id: decision}`` or an ``HITLResponse``. Each decision
+goes to ``Executor.confirm`` as the run's caller. A decision the executor could not apply (an edit
+that breaks the schema, a rate limit) leaves the call held, with the reason kept for the next
+time it is asked.
+
+Everything before ``interrupt()`` only reads, so LangGraph may run the hook again on resume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.runtime import Runtime
+
+from turnkit.middleware.tool_calls import HELD_KEY
+from turnkit.nodes.await_confirmation import ask_decisions, note_outcome, split_held
+from turnkit.nodes.bound import Bound
+from turnkit.nodes.messages import answered, tool_message
+from turnkit.turn.state import HeldCall
+
+__all__ = ["abefore_model", "before_model"]
+
+Marked = list[tuple[ToolMessage, HeldCall]]
+
+
+def before_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, Any] | None:
+    """Settle and ask about the held calls in ``state``; the messages that replace theirs."""
+    messages = state["messages"]
+    marked = _marked(messages)
+    if not marked:
+        return None
+    executor = bound.executor
+    held = [call for _, call in marked]
+    found = [executor.confirmation(call["confirmation_id"]) for call in held]
+    pending, done = split_held(held, found)
+    problems: dict[str, str] = {}
+    if _this_round(pending, messages):
+        caller, allow = bound.caller(runtime)
+        for cid, decision in ask_decisions(pending, held, bound).items():
+            answer = executor.confirm(cid, caller, decision, allow=allow)
+            note_outcome(cid, answer, executor.confirmation(cid), done, problems)
+    if not done and not problems:
+        return None
+    limit = bound.both_settings(executor.ledger.settings())[1].agent_tool_result_chars
+    return _update(marked, done, problems, limit)
+
+
+async def abefore_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, Any] | None:
+    """Async twin of ``before_model``: the ledger is never read on the event loop."""
+    messages = state["messages"]
+    marked = _marked(messages)
+    if not marked:
+        return None
+    executor = bound.executor
+    held = [call for _, call in marked]
+    found = [await executor.aconfirmation(call["confirmation_id"]) for call in held]
+    pending, done = split_held(held, found)
+    problems: dict[str, str] = {}
+    if _this_round(pending, messages):
+        caller, allow = bound.caller(runtime)
+        for cid, decision in ask_decisions(pending, held, bound).items():
+            answer = await executor.aconfirm(cid, caller, decision, allow=allow)
+            note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
+    if not done and not problems:
+        return None
+    overrides = await executor.ledger.asettings()
+    limit = bound.both_settings(overrides)[1].agent_tool_result_chars
+    return _update(marked, done, problems, limit)
+
+
+def _marked(messages: list[AnyMessage]) -> Marked:
+    """Every tool message that still says its call is held, with the call."""
+    found: Marked = []
+    for message in messages:
+        if not isinstance(message, ToolMessage) or not isinstance(message.artifact, dict):
+            continue
+        info = message.artifact.get(HELD_KEY)
+        if not isinstance(info, dict):
+            continue
+        call = HeldCall(
+            confirmation_id=str(info["confirmation_id"]),
+            tool_call_id=message.tool_call_id,
+            message_id=message.id or "",
+            tool=str(info["tool"]),
+        )
+        if info.get("problem"):
+            call["problem"] = str(info["problem"])
+        found.append((message, call))
+    return found
+
+
+def _this_round(pending: list[tuple[HeldCall, Any]], messages: list[AnyMessage]) -> bool:
+    """True when a pending call's tool message follows the latest AI message that made calls."""
+    waiting = {call["message_id"] for call, _ in pending}
+    for message in reversed(messages):
+        if message.id in waiting:
+            return True
+        if isinstance(message, AIMessage) and message.tool_calls:
+            return False
+    return False
+
+
+def _update(
+    marked: Marked, done: dict[str, dict[str, Any]], problems: dict[str, str], limit: int
+) -> dict[str, Any] | None:
+    """The outcome in place of each decided call's message; the reason beside each refused one."""
+    replaced: list[ToolMessage] = []
+    for message, call in marked:
+        cid = call["confirmation_id"]
+        if cid in done:
+            replaced.append(
+                tool_message(
+                    call["tool_call_id"],
+                    answered(done[cid], limit),
+                    name=message.name,
+                    message_id=message.id,
+                )
+            )
+        elif cid in problems:
+            info = {**message.artifact[HELD_KEY], "problem": problems[cid]}
+            replaced.append(message.model_copy(update={"artifact": {HELD_KEY: info}}))
+    return {"messages": replaced} if replaced else None

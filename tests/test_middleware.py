@@ -1,0 +1,211 @@
+"""``TurnkitMiddleware`` in ``create_agent``: the turn graph's scripted scenarios — visible tools,
+hostile calls, holds decided with approve / edit / reject in LangChain's HITL shape — in every run
+mode on memory, SQLite and PostgreSQL checkpointers (``agents`` fixture)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from _shop import prices
+from turnkit import Caller, Decision, ResumeError
+from turnkit.graph import TurnContext
+from turnkit.middleware import TurnkitMiddleware
+from turnkit.nodes.bound import MissingCallerError
+from turnkit.testing import ScriptedModel
+
+ALICE = TurnContext(caller=Caller.session("alice"))
+BOB = TurnContext(caller=Caller.session("bob"))
+SET = {"name": "shop_set_prices", "args": prices("TEA-0001"), "id": "w1"}
+DELETE = {"name": "shop_delete_product", "args": {"sku": "TEA-0002"}, "id": "w2"}
+GO = {"messages": [HumanMessage("go")]}
+
+
+def results(messages) -> dict[str, dict]:
+    return {m.tool_call_id: json.loads(m.content) for m in messages if isinstance(m, ToolMessage)}
+
+
+def shown(model, call: int = 0) -> list[str]:
+    return [t["function"]["name"] for t in model.calls[call]["tools"]]
+
+
+def test_the_model_is_shown_only_the_tools_the_caller_may_use_now(agents):
+    model = ScriptedModel(["Hello.", "Hello again."])
+    agents.send(model, GO, BOB)
+    assert shown(model) == ["shop_list_products"]
+    agents.ledger.set_setting("api_session_write_modules", [])
+    agents.send(model, {"messages": [HumanMessage("and now?")]}, ALICE)
+    assert shown(model, 1) == ["shop_list_products"]
+
+
+def test_hostile_calls_are_answered_and_nothing_wrong_runs(agents, shop):
+    round_one = {
+        "tool_calls": [
+            {"name": "shop_list_products", "args": {"limit": 1, "dry_run": True}, "id": "read"},
+            {"name": "shop_burn_it_down", "args": {}, "id": "unknown"},
+            {"name": "shop_set_prices", "args": {"prices": "cheap"}, "id": "bad"},
+            {"name": "shop_delete_product", "args": {"sku": "TEA-0001"}, "id": "hidden"},
+            {"name": "shop_list_products", "args": {}, "id": "read"},
+        ],
+        "invalid_tool_calls": [{"name": "shop_list_products", "args": "{oops", "id": "json"}],
+    }
+    model = ScriptedModel([round_one, "Done."])
+    done = agents.send(model, GO, BOB)  # bob may only read
+    assert done.interrupts == []
+    answers = results(done.messages)
+    assert answers["read"]["result"] == [{"sku": "TEA-0001", "price": 4.5}]  # dry_run dropped
+    assert answers["unknown"]["error"]["code"] == "not_found"
+    assert (
+        "Call one of the available tools: shop_list_products"
+        in (answers["unknown"]["error"]["message"])
+    )
+    assert answers["bad"]["error"]["code"] == "not_found"  # bob cannot see set_prices
+    assert answers["hidden"]["error"]["code"] == "not_found"
+    assert "not valid JSON" in answers["json"]["error"]["message"]
+    assert "repeats the id 'read'" in answers["read-2"]["error"]["message"]
+    names = {m.tool_call_id: m.name for m in done.messages if isinstance(m, ToolMessage)}
+    assert names["read-2"] == "shop_list_products"
+    assert names["unknown"] == "shop_burn_it_down"
+    assert shop.writes() == []
+    model.assert_done()
+
+
+def test_schema_violations_are_listed_for_the_model(agents):
+    bad = {"name": "shop_set_prices", "args": {"prices": [{"sku": "tea", "price": -1}]}, "id": "b"}
+    model = ScriptedModel([{"tool_calls": [bad]}, "I will fix it."])
+    done = agents.send(model, GO, ALICE)
+    error = results(done.messages)["b"]["error"]
+    assert error["code"] == "invalid_input"
+    assert {v["path"] for v in error["details"]["violations"]} == {
+        "/prices/0/sku",
+        "/prices/0/price",
+    }
+
+
+def test_a_reply_with_only_unparseable_calls_goes_back_to_the_model(agents):
+    model = ScriptedModel(
+        [{"invalid_tool_calls": [{"name": "shop_set_prices", "args": "{", "id": "j"}]}, "Sorry."]
+    )
+    done = agents.send(model, GO, ALICE)
+    assert done.messages[-1].content == "Sorry."
+    model.assert_done()
+
+
+def test_a_held_write_interrupts_in_the_hitl_shape_and_an_approval_runs_it_once(agents, shop):
+    model = ScriptedModel([{"tool_calls": [SET, DELETE]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    assert shop.writes() == []
+    (interrupt,) = paused.interrupts
+    assert [r["name"] for r in paused.requests] == ["shop_set_prices", "shop_delete_product"]
+    assert [c["tool"] for c in interrupt.value["confirmations"]] == [
+        "shop.set_prices",
+        "shop.delete_product",
+    ]
+    assert [c["allowed_decisions"] for c in interrupt.value["review_configs"]] == [
+        ["approve", "edit", "reject"]
+    ] * 2
+    assert results(paused.messages)["w1"]["status"] == "confirmation_required"
+    resume = {"decisions": [{"type": "approve"}, {"type": "reject", "message": "Keep it."}]}
+    done = agents.send(model, Command(resume=resume), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices"]
+    answers = results(done.messages)
+    assert answers["w1"] == {"executed": True, "status": "ok", "result": {"updated": 1}}
+    assert answers["w2"]["message"] == "Keep it."
+    assert done.messages[-1].content == "Done."
+    last = model.calls[-1]["messages"]
+    assert json.loads(last[-1].content)["status"] == "rejected"  # the model saw the outcomes
+    model.assert_done()
+
+
+def test_an_edit_runs_the_edited_arguments_once(agents, shop):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    agents.send(model, GO, ALICE)
+    edited = prices("TEA-0001", price=4.25)
+    edit = {"type": "edit", "edited_action": {"name": "shop_set_prices", "args": edited}}
+    agents.send(model, Command(resume={"decisions": [edit]}), ALICE)
+    assert [w["input"] for w in shop.writes()] == [edited]
+
+
+def test_an_edit_of_another_tool_is_refused_and_nothing_is_decided(agents, shop):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    other = {"name": "shop_delete_product", "args": {"sku": "TEA-0001"}}
+    with pytest.raises(ResumeError, match="an edit may change the arguments, not the tool"):
+        agents.send(
+            model, Command(resume={"decisions": [{"type": "edit", "edited_action": other}]}), ALICE
+        )
+    assert shop.writes() == []
+    (held,) = paused.interrupts[0].value["confirmations"]
+    done = agents.send(model, Command(resume={held["confirmation_id"]: "approve"}), ALICE)
+    assert done.interrupts == []
+    assert len(shop.writes()) == 1
+
+
+def test_a_hold_decided_elsewhere_reaches_the_conversation_at_the_next_model_call(agents, shop):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Noted."])
+    paused = agents.send(model, GO, ALICE)
+    (held,) = paused.interrupts[0].value["confirmations"]
+    executor = agents.executor(agents.ledger)
+    executor.confirm(held["confirmation_id"], Caller.session("alice"), Decision.approve())
+    done = agents.send(model, {"messages": [HumanMessage("did it work?")]}, ALICE)
+    assert done.interrupts == []
+    assert results(done.messages)["w1"]["status"] == "ok"
+    assert json.loads(model.calls[-1]["messages"][2].content)["status"] == "ok"
+    assert len(shop.writes()) == 1
+
+
+def test_a_key_callers_write_runs_at_once_with_the_threads_idempotency_key(agents, shop):
+    key = TurnContext(caller=Caller.key("key-1", user_id="alice", scopes={"shop.products:write"}))
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    done = agents.send(model, GO, key)
+    assert done.interrupts == []
+    assert results(done.messages)["w1"]["status"] == "ok"
+    executor = agents.executor(agents.ledger)
+    ai = next(m for m in done.messages if getattr(m, "tool_calls", None))
+    recorded = executor.recorded(key.caller, "shop.set_prices", f"turn:{agents.thread}:{ai.id}:w1")
+    assert recorded is not None
+    assert len(shop.writes()) == 1
+
+
+def test_the_agents_own_tools_run_as_before():
+    @tool
+    def shout(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    from turnkit import Executor, Registry
+
+    calls = [{"name": "shout", "args": {"text": "hi"}}, {"name": "whisper", "args": {}, "id": "w"}]
+    model = ScriptedModel([{"tool_calls": calls}, "Ok."])
+    agent = create_agent(
+        model,
+        tools=[shout],
+        middleware=[TurnkitMiddleware(Executor(Registry([])))],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "own"}}
+    done = agent.invoke(GO, config, context=ALICE)
+    tool_messages = [m for m in done["messages"] if isinstance(m, ToolMessage)]
+    assert tool_messages[0].content == "HI"
+    unknown = json.loads(tool_messages[1].content)["error"]["message"]
+    assert unknown == "There is no tool named 'whisper'. Call one of the available tools: shout."
+    assert shown(model) == ["shout"]
+
+
+def test_a_run_without_a_caller_fails_clearly(executor):
+    model = ScriptedModel(["Hello."])
+    agent = create_agent(model, middleware=[TurnkitMiddleware(executor)])
+    with pytest.raises(MissingCallerError, match="this turn has no caller"):
+        agent.invoke(GO)
+    agent = create_agent(
+        ScriptedModel(["Hello."]),
+        middleware=[TurnkitMiddleware(executor, default_caller=Caller.session("bob"))],
+    )
+    assert agent.invoke(GO)["messages"][-1].content == "Hello."
