@@ -312,9 +312,9 @@ class Executor:
 
         Runs the write at most once however often, or from however many processes, it is called;
         every call answers with the same stored outcome, marked ``"already_decided": True`` when
-        this decision came after another one (nothing ran for it). Approval re-runs the whole pipeline as
-        the held caller, with their rights now: when they decide themselves, with ``decider`` (a
-        key's current scopes) and ``allow`` (its allow list now).
+        this decision came after another one (nothing ran for it). Approval re-runs the whole
+        pipeline as the held caller, with their rights now: when they decide themselves, with
+        ``decider`` (a key's current scopes) and ``allow`` (its allow list now).
         """
         steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
         return drive(steps, self._env)
