@@ -15,6 +15,8 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -44,6 +46,22 @@ def reader_env() -> dict[str, str]:
     return {**env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+@contextmanager
+def served(serve: str, port: int, cwd: Path) -> Iterator[str]:
+    """The README's ``turnkit serve`` line run as written (on ``port``); its URL once healthy."""
+    server = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=cwd,
+                              env=reader_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True,
+                              start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, server)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
 def test_the_serve_section_runs_as_written(tmp_path):
     sh = [code for heading, code in blocks("sh") if heading == SERVED]
     python = [code for heading, code in blocks("python") if heading == SERVED]
@@ -56,13 +74,7 @@ def test_the_serve_section_runs_as_written(tmp_path):
         return code.replace("tk_...", secret).replace(":8080", f":{port}")
 
     (secret,) = SECRET.findall(shell(make_key, tmp_path).stdout)
-    server = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=tmp_path,
-                              env=reader_env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, text=True,
-                              start_new_session=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, server)
+    with served(serve, port, tmp_path) as url:
         said = shell(filled(sh[1]), tmp_path).stdout
         decoder = json.JSONDecoder()  # curl -s prints the bodies one after another
         listed, end = decoder.raw_decode(said)
@@ -94,9 +106,6 @@ def test_the_serve_section_runs_as_written(tmp_path):
         assert "'catalogue_delete_product'" in mcp_client
         assert '"sku":"TEA-0003"' in mcp_client.replace(" ", "")
         assert own_app.strip() == "{'status': 'ok'}"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
 
 
 def test_the_approvals_section_runs_as_written(tmp_path):
@@ -107,14 +116,7 @@ def test_the_approvals_section_runs_as_written(tmp_path):
     (person,) = SECRET.findall(shell(make_key, tmp_path).stdout)
     writer_key = "turnkit keys create --user demo --scope catalogue.products:write"
     (writer,) = SECRET.findall(shell(writer_key, tmp_path).stdout)
-    port = free_port()
-    server = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=tmp_path,
-                              env=reader_env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, text=True,
-                              start_new_session=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, server)
+    with served(serve, free_port(), tmp_path) as url:
         held = httpx.post(f"{url}/v1/tools/catalogue.delete_product/invoke",
                           headers={"Authorization": f"Bearer {writer}"},
                           json={"input": {"sku": "TEA-0002"}})  # fmt: skip
@@ -138,6 +140,3 @@ def test_the_approvals_section_runs_as_written(tmp_path):
         bearer = {"Authorization": f"Bearer {writer}"}
         status = httpx.get(f"{url}/v1/confirmations/{cid}", headers=bearer).json()["status"]
         assert status == "done"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
