@@ -172,3 +172,16 @@ async def test_a_run_no_one_signed_in_fails_without_a_default_user_and_acts_for_
     async with get_client(url=server.url) as client:
         _, done = await _ask(client, "what can I do?")
     assert done["messages"][-1]["content"] == "tools: shop_list_products"
+
+
+async def test_a_request_claiming_to_be_studio_acts_for_no_one_when_the_server_has_auth(
+    deployed,
+):
+    """``x-auth-scheme: langsmith`` skips the application's auth under ``langgraph dev`` (the
+    request becomes Studio's own user): with custom auth it must not get the default user."""
+    server = deployed(TURNKIT_DEFAULT_USER="bob")
+    studio = {"x-auth-scheme": "langsmith"}
+    async with get_client(url=server.url, headers=studio) as client:
+        with pytest.raises(Exception, match="MissingCallerError") as failed:
+            await _ask(client, "what can I do?")
+    assert "disable_studio_auth" in str(failed.value)

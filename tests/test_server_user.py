@@ -111,11 +111,26 @@ def test_a_keys_allow_list_holds_whatever_allow_list_the_runs_context_sends(exec
     assert _turn(executor, user=user, context=sent) == "tools: shop_list_products"
 
 
-def test_a_caller_object_in_the_context_wins_over_the_signed_in_user(executor):
+def test_on_the_server_a_caller_object_in_the_context_is_refused(executor):
+    """A context schema that builds a ``Caller`` from the client's JSON (a pydantic model with
+    ``caller: Caller``) would let the client choose whose rights apply."""
     context = TurnContext(caller=Caller.session("bob"))
-    assert _turn(executor, user={"identity": "alice"}, context=context) == (
-        "tools: shop_list_products"
-    )
+    with pytest.raises(MissingCallerError, match="not accepted there"):
+        _turn(executor, user={"identity": "alice"}, context=context)
+    with pytest.raises(MissingCallerError, match="not accepted there"):
+        _turn(executor, user={"identity": "", "is_authenticated": False}, context=context)
+
+
+def test_studios_own_user_acts_for_the_default_caller_only_without_custom_auth(
+    executor, monkeypatch
+):
+    studio = {"identity": "langgraph-studio-user", "kind": "StudioUser"}
+    default = Caller.session("alice")
+    monkeypatch.delenv("LANGGRAPH_AUTH", raising=False)
+    assert _turn(executor, user=studio, default=default) == "tools: shop_list_products"
+    monkeypatch.setenv("LANGGRAPH_AUTH", '{"path": "auth.py:auth"}')  # what langgraph dev sets
+    with pytest.raises(MissingCallerError, match="disable_studio_auth"):
+        _turn(executor, user=studio, default=default)
 
 
 def test_a_caller_sent_as_data_is_refused_even_for_a_signed_in_user(executor):

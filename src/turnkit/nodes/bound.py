@@ -16,7 +16,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 from turnkit.registry.visibility import Allow
-from turnkit.turn.server_user import caller_of_user, server_user
+from turnkit.turn.server_user import caller_of_user, is_studio, server_user, uses_custom_auth
 
 __all__ = ["Bound", "MissingCallerError"]
 
@@ -85,9 +85,11 @@ class Bound:
 
     def caller(self, runtime: Runtime[Any] | WithContext) -> tuple[Caller, Allow]:
         """The caller and allow list of this run (``runtime`` may also be a tool's
-        ``ToolRuntime``): a ``Caller`` in the runtime context, else the user LangGraph's server
-        authenticated (``turn/server_user.py``; its allow list, never the context's), else the
-        default caller."""
+        ``ToolRuntime``). In process: a ``Caller`` in the runtime context, else the default
+        caller. On LangGraph's server: the user its auth signed in (``turn/server_user.py``; its
+        allow list, never the context's), else the default caller; a caller in the context
+        (which the client wrote) is refused, and so is Studio's own user when the server has
+        custom auth."""
         context = runtime.context
         caller = getattr(context, "caller", None)
         if caller is None and isinstance(context, dict):
@@ -101,8 +103,23 @@ class Bound:
                 " caller sent as data (say, by an HTTP client) is not accepted, since it would"
                 " choose whose rights apply; the application sets the caller"
             )
-        if caller is None and (signed_in := caller_of_user(server_user(runtime))) is not None:
-            return signed_in
+        user = server_user(runtime)
+        if user is not None:  # on LangGraph's server, where the client writes the context
+            if caller is not None:
+                raise MissingCallerError(
+                    "on LangGraph's server the caller is the user its auth signed in: a caller"
+                    " in the run's context is not accepted there (the client writes the context,"
+                    " so it would choose whose rights apply)"
+                )
+            signed_in = caller_of_user(user)
+            if signed_in is not None:
+                return signed_in
+            if is_studio(user) and uses_custom_auth():
+                raise MissingCallerError(
+                    "Studio's own user acts for no one on a server with custom auth (any"
+                    " request can claim it): sign Studio's requests in with your auth"
+                    ' (langgraph.json "auth": {"disable_studio_auth": true})'
+                )
         if caller is None:
             caller = self.default_caller
         if not isinstance(caller, Caller):

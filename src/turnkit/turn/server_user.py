@@ -20,6 +20,7 @@ That user becomes the turn's caller (``caller_of_user``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,14 @@ from turnkit.errors import CallerError
 from turnkit.registry.caller import Caller
 from turnkit.registry.visibility import Allow
 
-__all__ = ["KEY_FIELD", "STUDIO_USER_KIND", "caller_of_user", "server_user"]
+__all__ = [
+    "KEY_FIELD",
+    "STUDIO_USER_KIND",
+    "caller_of_user",
+    "is_studio",
+    "server_user",
+    "uses_custom_auth",
+]
 
 KEY_FIELD = "turnkit_key"
 """The field of an authenticated user that carries a turnkit API key:
@@ -42,6 +50,18 @@ def server_user(runtime: Any) -> Any:
     return getattr(info, "user", None)
 
 
+def is_studio(user: Any) -> bool:
+    """Whether ``user`` is the one ``langgraph dev`` gives requests from LangGraph Studio."""
+    return _field(user, "kind") == STUDIO_USER_KIND
+
+
+def uses_custom_auth() -> bool:
+    """Whether this LangGraph server runs the application's own auth (``langgraph.json``
+    ``"auth"``, which the server reads from ``LANGGRAPH_AUTH``): then a request claiming to be
+    Studio's skips it, and must not act for the default caller."""
+    return os.environ.get("LANGGRAPH_AUTH", "").strip() not in ("", "null", "None", "{}")
+
+
 def caller_of_user(user: Any) -> tuple[Caller, Allow] | None:
     """The caller and allow list of LangGraph's authenticated ``user``, or None (see the module
     docstring).
@@ -54,7 +74,7 @@ def caller_of_user(user: Any) -> tuple[Caller, Allow] | None:
         >>> caller_of_user({"identity": "alice"})
         (Caller(kind='session', user_id='alice', key_id=None, scopes=frozenset(), client_id=None), 'all')
     """  # noqa: E501  (a doctest's output line)
-    if user is None or _field(user, "kind") == STUDIO_USER_KIND:
+    if user is None or is_studio(user):
         return None
     if _field(user, "is_authenticated") is False:
         return None
