@@ -152,3 +152,22 @@ def test_agent_inbox_answering_one_of_two_held_calls_is_refused_clearly(turns, s
     assert "ValidationError" not in str(refused.value)
     assert shop.writes() == []
     assert len(turns.checks.pending()) == 2
+
+
+def test_decisions_for_a_round_that_shrank_since_the_person_was_asked_ask_again(turns, shop):
+    """Agent Chat UI answers the two requests it rendered, but one was decided elsewhere in the
+    meantime: the positions no longer say which decision is whose, so the remaining call is
+    asked about again (one action request), never guessed at, and each write runs once."""
+    model, outcome = hold_both(turns)
+    first, second = (c["confirmation_id"] for c in outcome.interrupts[0].value["confirmations"])
+    turns.checks.confirm(first, Caller.session("alice"), "approve")  # elsewhere: the CLI, say
+    rendered = {"decisions": [{"type": "approve"}, {"type": "reject", "message": "Keep it."}]}
+    again = turns.send(model, Command(resume=rendered), ALICE)
+    (interrupt,) = again.interrupts
+    assert [r["name"] for r in interrupt.value["action_requests"]] == ["shop_delete_product"]
+    assert [c["confirmation_id"] for c in interrupt.value["confirmations"]] == [second]
+    done = turns.send(model, Command(resume={"decisions": [{"type": "approve"}]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices", "delete_product"]
+    assert turns.checks.pending() == []
+    model.assert_done()

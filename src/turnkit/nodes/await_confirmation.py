@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from turnkit.errors import ResumeError
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.decisions import HOW_TO_RESUME, asked, payload, refusals, resume_schema
+from turnkit.nodes.hitl import StaleDecisions
 from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
@@ -95,12 +96,24 @@ def ask_decisions(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[
     tools = {tool.name: tool for tool in bound.executor.registry.tools}
     ids = tuple(call["confirmation_id"] for call in held)
     schema = resume_schema(ids, asked(pending))
-    try:
-        resume = interrupt(payload(pending, tools), response_schema=schema)
-    except ValidationError as exc:
-        raise ResumeError(ids, refusals(exc), HOW_TO_RESUME) from None
+    for _ in held:  # each pass is one interrupt of this node; LangGraph resumes them in order
+        try:
+            resume = interrupt(payload(pending, tools), response_schema=schema)
+            break
+        except ValidationError as exc:
+            if not _stale(exc):
+                raise ResumeError(ids, refusals(exc), HOW_TO_RESUME) from None
+            # HITL decisions for a round that has shrunk since the person was asked: ask again
+    else:  # pragma: no cover - each pass needs a held call settled, and they are few
+        raise ResumeError(ids, ["the held calls kept changing"], HOW_TO_RESUME)
     waiting = {confirmation.id for _, confirmation in pending}
     return {cid: decision for cid, decision in resume.root.items() if cid in waiting}
+
+
+def _stale(exc: ValidationError) -> bool:
+    """Whether ``exc`` is only that positional decisions outnumber the calls still waiting."""
+    found = [error.get("ctx", {}).get("error") for error in exc.errors()]
+    return bool(found) and all(isinstance(error, StaleDecisions) for error in found)
 
 
 def note_outcome(

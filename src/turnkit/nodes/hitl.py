@@ -28,6 +28,7 @@ __all__ = [
     "ALLOWED_DECISIONS",
     "HOW_TO_DECIDE",
     "Asked",
+    "StaleDecisions",
     "describe",
     "hitl_decisions",
     "hitl_request",
@@ -42,6 +43,12 @@ HOW_TO_DECIDE = (
 )
 _KEYS = {"approve": {"type", "args"}, "reject": {"type", "message", "args"}}
 _KEYS["edit"] = {"type", "edited_action", "args"}
+
+
+class StaleDecisions(ValueError):
+    """More decisions than calls still waiting: some of those the person was asked about were
+    settled since (decided elsewhere, expired, or decided before a crash), so the positions no
+    longer say which decision is for which call. The round is asked again."""
 
 
 class Asked(NamedTuple):
@@ -97,7 +104,8 @@ def hitl_decisions(value: dict[str, Any], asked: Sequence[Asked]) -> dict[str, D
         raise ValueError(f"'decisions' must be a list of decisions, got {type(decisions).__name__}")
     if len(decisions) != len(asked):
         names = [call.name for call in asked]
-        raise ValueError(
+        stale = StaleDecisions if len(decisions) > len(asked) else ValueError
+        raise stale(
             f"{len(decisions)} decisions for {len(asked)} held calls {names}: send one decision"
             " per action request, in their order"
         )
