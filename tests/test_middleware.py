@@ -133,6 +133,29 @@ def test_an_edit_runs_the_edited_arguments_once(agents, shop):
     assert [w["input"] for w in shop.writes()] == [edited]
 
 
+def test_an_edit_that_breaks_the_schema_or_a_call_left_out_is_asked_again_at_once(agents, shop):
+    """Nothing is left held with nobody asked: the hook asks again, with the reason, before the
+    model runs; the person's next answer decides, and each write runs once."""
+    model = ScriptedModel([{"tool_calls": [SET, DELETE]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    first, second = (c["confirmation_id"] for c in paused.interrupts[0].value["confirmations"])
+    broken = {"type": "edit", "edited_action": {"name": "shop_set_prices",
+                                                "args": prices("TEA-0001", price=-1)}}  # fmt: skip
+    again = agents.send(model, Command(resume={"decisions": [broken, {"type": "approve"}]}), ALICE)
+    (interrupt,) = again.interrupts
+    assert [c["confirmation_id"] for c in interrupt.value["confirmations"]] == [first]
+    (request,) = interrupt.value["action_requests"]
+    assert "minimum" in request["description"]  # why the edit was not applied
+    assert [w["tool"] for w in shop.writes()] == ["delete_product"]
+    left_out = agents.send(model, Command(resume={second: "approve"}), ALICE)  # not the held one
+    assert [c["confirmation_id"] for c in left_out.interrupts[0].value["confirmations"]] == [first]
+    done = agents.send(model, Command(resume={"decisions": [{"type": "approve"}]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["delete_product", "set_prices"]
+    assert results(done.messages)["w1"]["status"] == "ok"
+    model.assert_done()
+
+
 def test_an_edit_of_another_tool_is_refused_and_nothing_is_decided(agents, shop):
     model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
     paused = agents.send(model, GO, ALICE)

@@ -7,8 +7,8 @@ message id) by the outcome; when the latest round held a write, every call still
 in one ``interrupt()`` whose payload is the turn graph's (versioned fields and LangChain's
 ``HITLRequest``), resumed with ``{confirmation_id: decision}`` or an ``HITLResponse``. Each decision
 goes to ``Executor.confirm`` as the run's caller. A decision the executor could not apply (an edit
-that breaks the schema, a rate limit) leaves the call held, with the reason kept for the next
-time it is asked.
+that breaks the schema, a rate limit) or an id left out is asked about again at once, in a new
+interrupt of the same hook, with the reason.
 
 Everything before ``interrupt()`` only reads, so LangGraph may run the hook again on resume.
 """
@@ -44,9 +44,13 @@ def before_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, A
     problems: dict[str, str] = {}
     if _this_round(pending, messages):
         caller, allow = bound.caller(runtime)
-        for cid, decision in ask_decisions(pending, held, bound).items():
-            answer = executor.confirm(cid, caller, decision, allow=allow)
-            note_outcome(cid, answer, executor.confirmation(cid), done, problems)
+        for _ in range(MAX_ASKS):  # each pass is one interrupt; LangGraph resumes them in order
+            for cid, decision in ask_decisions(pending, held, bound).items():
+                answer = executor.confirm(cid, caller, decision, allow=allow)
+                note_outcome(cid, answer, executor.confirmation(cid), done, problems)
+            pending = _still(pending, done, problems)
+            if not pending:
+                break
     if not done and not problems:
         return None
     limit = bound.both_settings(executor.ledger.settings())[1].agent_tool_result_chars
@@ -66,14 +70,38 @@ async def abefore_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict
     problems: dict[str, str] = {}
     if _this_round(pending, messages):
         caller, allow = bound.caller(runtime)
-        for cid, decision in ask_decisions(pending, held, bound).items():
-            answer = await executor.aconfirm(cid, caller, decision, allow=allow)
-            note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
+        for _ in range(MAX_ASKS):  # each pass is one interrupt; LangGraph resumes them in order
+            for cid, decision in ask_decisions(pending, held, bound).items():
+                answer = await executor.aconfirm(cid, caller, decision, allow=allow)
+                note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
+            pending = _still(pending, done, problems)
+            if not pending:
+                break
     if not done and not problems:
         return None
     overrides = await executor.ledger.asettings()
     limit = bound.both_settings(overrides)[1].agent_tool_result_chars
     return _update(marked, done, problems, limit)
+
+
+MAX_ASKS = 20
+"""How often one hook asks about a round whose decisions could not all be applied (an invalid
+edit, an id left out) before it lets the model run with the calls still held."""
+
+
+def _still(
+    pending: list[tuple[HeldCall, Any]], done: dict[str, Any], problems: dict[str, str]
+) -> list[tuple[HeldCall, Any]]:
+    """The calls of ``pending`` still waiting, each with why its last decision was not applied:
+    asked again at once (the turn graph asks again in its next step), so none is left held with
+    nobody asked."""
+    still = []
+    for call, confirmation in pending:
+        cid = call["confirmation_id"]
+        if cid not in done:
+            still.append(({**call, "problem": problems[cid]} if cid in problems else call,
+                          confirmation))  # fmt: skip
+    return still
 
 
 def _marked(messages: list[AnyMessage]) -> Marked:
