@@ -171,3 +171,13 @@ def test_decisions_for_a_round_that_shrank_since_the_person_was_asked_ask_again(
     assert [w["tool"] for w in shop.writes()] == ["set_prices", "delete_product"]
     assert turns.checks.pending() == []
     model.assert_done()
+
+
+def test_an_approve_carrying_other_arguments_is_refused_not_run_with_the_old_ones(turns, shop):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    turns.send(model, {"messages": [HumanMessage("go")]}, ALICE)
+    changed = {"action": "shop_set_prices", "args": prices("TEA-0001", price=1.0)}
+    with pytest.raises(ResumeError, match="an approve runs the arguments asked about"):
+        turns.send(model, Command(resume={"decisions": [{"type": "approve", "args": changed}]}),
+                   ALICE)  # fmt: skip
+    assert shop.writes() == []

@@ -23,6 +23,7 @@ from pydantic import RootModel, ValidationError, model_validator
 from turnkit.nodes.hitl import (
     HOW_TO_DECIDE,
     Asked,
+    canonical,
     describe,
     hitl_decisions,
     hitl_request,
@@ -109,7 +110,7 @@ def refusals(error: ValidationError) -> list[str]:
 
 def asked(entries: list[tuple[HeldCall, Confirmation]]) -> tuple[Asked, ...]:
     """The asked calls of ``entries``, in the order of the payload's action requests."""
-    return tuple(Asked(c.id, model_name(c.tool) or c.tool) for _, c in entries)
+    return tuple(Asked(c.id, model_name(c.tool) or c.tool, canonical(c.input)) for _, c in entries)
 
 
 def payload(entries: list[tuple[HeldCall, Confirmation]], tools: dict[str, Tool]) -> dict[str, Any]:

@@ -57,6 +57,9 @@ class Asked(NamedTuple):
     confirmation_id: str
     name: str
     """The model-facing tool name (``action_requests[i].name``): the only name an edit may use."""
+    args: str = "null"
+    """The arguments asked about (``action_requests[i].args``, what an approve runs) as
+    canonical JSON (the tuple stays hashable: resume schemas are remembered per round)."""
 
 
 def hitl_request(
@@ -126,10 +129,27 @@ def _one(index: int, entry: object, call: Asked) -> Decision:
     if unknown:
         raise ValueError(f"{where}: {unknown} are not fields of a {kind!r} decision")
     if kind == "approve":
-        return Decision.approve()
+        return _approve(where, entry, call)
     if kind == "reject":
         return _reject(where, entry)
     return _edit(where, entry, call)
+
+
+def _approve(where: str, entry: dict[str, Any], call: Asked) -> Decision:
+    """Approve runs the arguments asked about. Agent Inbox echoes them in ``args``
+    (``{"action": name, "args": {...}}``); other arguments there are refused, never dropped."""
+    echoed = entry.get("args")
+    if isinstance(echoed, dict) and "args" in echoed and canonical(echoed["args"]) != call.args:
+        raise ValueError(
+            f"{where}: an approve runs the arguments asked about; to change them send"
+            " {'type': 'edit', 'edited_action': {'name': ..., 'args': {...}}}"
+        )
+    return Decision.approve()
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _reject(where: str, entry: dict[str, Any]) -> Decision:
