@@ -140,6 +140,13 @@ def test_a_confirmation_decided_elsewhere_leaves_the_page_and_an_invalid_edit_sh
         context = chromium.new_context()
         page = signed_in(context, url, secret)
         assert page.locator("article.confirmation").count() == 2
+        countdown = page.locator(f'article[data-id="{edited}"] time.countdown')
+        before = int(countdown.get_attribute("data-seconds") or 0)
+        page.wait_for_function(  # the expiry counts down on the page, second by second
+            f"() => +document.querySelector('article[data-id=\"{edited}\"] time.countdown')"
+            f".dataset.seconds < {before}",
+            timeout=3000,
+        )
         executor.confirm(elsewhere, ALICE, "reject")  # the command line, another process
         page.locator(f'article[data-id="{elsewhere}"]').wait_for(state="detached", timeout=2500)
         assert "decided elsewhere" in page.locator("#live").inner_text()
