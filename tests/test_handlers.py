@@ -341,7 +341,8 @@ async def test_an_async_handler_works_with_execute_and_aexecute(lab, lab_key):
         await asyncio.sleep(0)
         return {"double": input["n"] * 2}
 
-    executor = lab(tool("lab.get_double", double))
+    # not about timeouts: a new event loop in a pool thread took over 0.2 s on a loaded CI box
+    executor = lab(tool("lab.get_double", double), handler_timeout=10)
     assert executor.execute(lab_key, "lab.get_double", {"n": 2}) == {
         "executed": True,
         "status": "ok",
@@ -360,7 +361,7 @@ def test_an_async_handler_works_with_execute_outside_any_event_loop(lab, lab_key
         await asyncio.sleep(0)
         return {"n": input["n"]}
 
-    executor = lab(tool("lab.get_echo", echo))
+    executor = lab(tool("lab.get_echo", echo), handler_timeout=10)  # see the test above
     assert executor.execute(lab_key, "lab.get_echo", {"n": 7})["result"] == {"n": 7}
 
 
