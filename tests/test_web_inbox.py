@@ -348,3 +348,20 @@ def test_a_sync_sign_in_of_the_application_runs_off_the_event_loop(executor):
         assert client.get("/ui/pending.json").json()["signed_in"] is True
     assert seen
     assert threading.get_ident() not in seen
+
+
+def test_a_mistyped_address_or_a_decision_opened_as_a_link_is_a_page_that_says_what_to_do(
+    browser, executor
+):
+    held = hold_prices(executor)
+    sign_in(browser, person_key(executor))
+    for path, status, said in (
+        ("/ui/nowhere", 404, "There is no such page"),
+        (f"/ui/confirmations/{held}/approve", 405, "with the buttons on the inbox page"),
+    ):
+        page = browser.get(path)
+        assert page.status_code == status
+        assert page.headers["content-type"].startswith("text/html")
+        assert said in page.text
+    assert executor.ledger.get_confirmation(held).status == "pending"
+    assert browser.get("/ui/static/inbox.js").status_code == 200

@@ -83,8 +83,8 @@ def create_app(
     if ui:
         from turnkit.server.ui import inbox_router, static_files  # needs jinja2 (server extra)
 
+        app.mount("/ui/static", static_files(), name="ui-static")  # before the pages' catch-all
         app.include_router(inbox_router(executor, keys, ui_sign_in))
-        app.mount("/ui/static", static_files(), name="ui-static")
     if mounted is not None and mcp_path is not None:  # "/mcp" itself too, without a redirect
         app.router.routes.append(Route(mcp_path, mounted, include_in_schema=False))
         app.mount(mcp_path, mounted)

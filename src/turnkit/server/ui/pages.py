@@ -174,6 +174,17 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
         return page(request, who, "history.html", rows=shown, tools=tools, tool=tool,
                     chosen=status, statuses=_DECIDED)  # fmt: skip
 
+    @router.get("/confirmations/{confirmation_id}/{action}")
+    async def decide_by_address(request: Request) -> Response:
+        return message(request, await person(request), 405, "Use the buttons",
+                       "A decision is made with the buttons on the inbox page, not by opening"
+                       " its address.")  # fmt: skip
+
+    @router.get("/{unknown:path}")
+    async def unknown_page(request: Request, unknown: str) -> Response:
+        text = "There is no such page: the pending confirmations are at the inbox."
+        return message(request, await person(request), 404, "Not found", text)
+
     return router
 
 
