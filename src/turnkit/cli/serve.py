@@ -56,7 +56,8 @@ def serve(
     port: Annotated[int, typer.Option(help="The port to listen on.", min=1, max=65535)] = 8080,
     workers: Annotated[int, typer.Option(help="Worker processes.", min=1, max=64)] = 1,
 ) -> None:
-    """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, docs at /docs."""
+    """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
+    (people approve held writes), docs at /docs."""
     import uvicorn
 
     if not demo and not module and not entry_points:
@@ -79,7 +80,8 @@ def serve(
     os.environ[OPTIONS] = json.dumps(options)  # read, then removed, by each worker
     where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
-        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · docs {where}/docs · storage"
+        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · inbox {where}/ui/ · docs"
+        f" {where}/docs · storage"
         f" {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
     )
     if not demo and permissions is None:
