@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable
 from typing import Final
 
+from turnkit.registry.pointers import segment
+
 __all__ = ["INT_MAX", "INT_MIN", "MAX_DEPTH", "json_problem"]
 
 MAX_DEPTH: Final = 64
@@ -67,7 +69,7 @@ def json_problem(
                 for key, inner in item.items():
                     if not isinstance(key, str):
                         return f"{_at(path)}the object key {key!r:.40} is not a string"
-                    stack.append((inner, depth + 1, f"{path}/{_escaped(key)}"))
+                    stack.append((inner, depth + 1, f"{path}/{segment(key)}"))
             else:
                 stack.extend((inner, depth + 1, f"{path}/{i}") for i, inner in enumerate(item))
         else:
@@ -91,11 +93,6 @@ def _circular(value: object) -> bool:
 def _digits(number: int) -> str:
     text = str(number)
     return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} digits)"
-
-
-def _escaped(key: str) -> str:
-    """A JSON pointer segment (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _at(path: str) -> str:

@@ -26,6 +26,7 @@ import jsonschema_rs
 
 from turnkit.errors import SchemaError
 from turnkit.registry.json_limits import json_problem
+from turnkit.registry.pointers import pointer
 from turnkit.registry.schema_rules import FORMATS, KEYWORDS, check_node
 from turnkit.registry.schema_rules import MAX_DEPTH as MAX_SUBSCHEMA_DEPTH
 
@@ -146,10 +147,6 @@ def _finite(value: object) -> bool:
     return True
 
 
-def _pointer(parts: list[str | int]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
 class CompiledSchema:
     """A schema checked against the subset and compiled for fast validation."""
 
@@ -182,7 +179,7 @@ class CompiledSchema:
                     return []
                 return [Violation("", "contains NaN or infinity, which JSON cannot carry")]
             return [
-                Violation(_pointer(error.instance_path), _short(error.message))
+                Violation(pointer(error.instance_path), _short(error.message))
                 for error in self._validator.iter_errors(value)
             ]
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import jsonschema_rs
 
+from turnkit.registry.pointers import segment
+
 Problems = list[tuple[str, str]]
 Rule = Callable[[object, str, Problems, int], None]
 
@@ -31,10 +33,6 @@ _HINTS = {
     "prefixItems": "use 'items' with one schema",
     "$schema": "remove it: the dialect is fixed",
 }
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _is_number(value: object) -> bool:
@@ -70,7 +68,7 @@ def _properties(value: object, path: str, problems: Problems, depth: int) -> Non
         if not isinstance(name, str):
             problems.append((path, f"property name {name!r} is not a string"))
             continue
-        check_node(sub, f"{path}/{_escape(name)}", problems, depth + 1)
+        check_node(sub, f"{path}/{segment(name)}", problems, depth + 1)
 
 
 def _required(value: object, path: str, problems: Problems, _depth: int) -> None:
@@ -223,7 +221,7 @@ def check_node(node: object, path: str, problems: Problems, depth: int) -> None:
         if not isinstance(key, str):
             problems.append((path, f"schema keyword {key!r} is not a string"))
             continue
-        where = f"{path}/{_escape(key)}"
+        where = f"{path}/{segment(key)}"
         rule = _RULES.get(key)
         if rule is None:
             hint = _HINTS.get(key, "use only: " + ", ".join(sorted(KEYWORDS)))

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from turnkit.registry.pointers import segment
+
 __all__ = ["FOLD_OVER", "Node", "node", "rebuilt"]
 
 FOLD_OVER = 10
@@ -61,14 +63,14 @@ class Node:
 def node(value: Any, pointer: str = "") -> Node:
     """The tree of ``value`` at ``pointer``."""
     if isinstance(value, Mapping):
-        children = [(str(k), node(v, f"{pointer}/{_escaped(str(k))}")) for k, v in value.items()]
+        children = [(str(k), node(v, f"{pointer}/{segment(k)}")) for k, v in value.items()]
         return Node("object", pointer, children=children)
     if isinstance(value, list):
         if value and all(isinstance(item, Mapping) for item in value):
             columns = list(dict.fromkeys(str(k) for item in value for k in item))
             rows = [
                 [
-                    node(item[c], f"{pointer}/{i}/{_escaped(c)}") if c in item else None
+                    node(item[c], f"{pointer}/{i}/{segment(c)}") if c in item else None
                     for c in columns
                 ]
                 for i, item in enumerate(value)
@@ -83,7 +85,7 @@ def node(value: Any, pointer: str = "") -> Node:
 def rebuilt(original: Any, form: Mapping[str, str], pointer: str = "") -> Any:
     """``original`` with each leaf replaced by the form's field of its pointer, if sent."""
     if isinstance(original, Mapping):
-        return {k: rebuilt(v, form, f"{pointer}/{_escaped(str(k))}") for k, v in original.items()}
+        return {k: rebuilt(v, form, f"{pointer}/{segment(k)}") for k, v in original.items()}
     if isinstance(original, list):
         return [rebuilt(item, form, f"{pointer}/{i}") for i, item in enumerate(original)]
     if pointer not in form:
@@ -104,8 +106,3 @@ def _typed(text: str, like: Any) -> Any:
     if isinstance(like, int | float) and isinstance(parsed, int | float):
         return parsed
     return text
-
-
-def _escaped(segment: str) -> str:
-    """A JSON pointer segment (RFC 6901)."""
-    return segment.replace("~", "~0").replace("/", "~1")
