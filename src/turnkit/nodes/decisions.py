@@ -23,12 +23,12 @@ from pydantic import RootModel, ValidationError, model_validator
 from turnkit.nodes.hitl import (
     HOW_TO_DECIDE,
     Asked,
-    canonical,
     describe,
     hitl_decisions,
     hitl_request,
     is_response,
 )
+from turnkit.registry._steps import canonical_json
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.ledger import Confirmation
@@ -110,7 +110,9 @@ def refusals(error: ValidationError) -> list[str]:
 
 def asked(entries: list[tuple[HeldCall, Confirmation]]) -> tuple[Asked, ...]:
     """The asked calls of ``entries``, in the order of the payload's action requests."""
-    return tuple(Asked(c.id, model_name(c.tool) or c.tool, canonical(c.input)) for _, c in entries)
+    return tuple(
+        Asked(c.id, model_name(c.tool) or c.tool, canonical_json(c.input)) for _, c in entries
+    )
 
 
 def payload(entries: list[tuple[HeldCall, Confirmation]], tools: dict[str, Tool]) -> dict[str, Any]:

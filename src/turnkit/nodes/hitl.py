@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
+from turnkit.registry._steps import canonical_json
 from turnkit.registry.confirmations import Decision
 
 __all__ = [
@@ -139,7 +140,7 @@ def _approve(where: str, entry: dict[str, Any], call: Asked) -> Decision:
     """Approve runs the arguments asked about. Agent Inbox echoes them in ``args``
     (``{"action": name, "args": {...}}``); other arguments there are refused, never dropped."""
     echoed = entry.get("args")
-    if isinstance(echoed, dict) and "args" in echoed and canonical(echoed["args"]) != call.args:
+    if isinstance(echoed, dict) and "args" in echoed and _canonical(echoed["args"]) != call.args:
         raise ValueError(
             f"{where}: an approve runs the arguments asked about; to change them send"
             " {'type': 'edit', 'edited_action': {'name': ..., 'args': {...}}}"
@@ -147,9 +148,12 @@ def _approve(where: str, entry: dict[str, Any], call: Asked) -> Decision:
     return Decision.approve()
 
 
-def canonical(value: Any) -> str:
-    """``value`` as canonical JSON (sorted keys, no spaces)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+def _canonical(value: Any) -> str | None:
+    """``value`` in the canonical JSON inputs are hashed in; None when it is not plain JSON."""
+    try:
+        return canonical_json(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _reject(where: str, entry: dict[str, Any]) -> Decision:
