@@ -143,3 +143,25 @@ def resume_with_approve(url: str, log: str, confirmation_id: str) -> None:
     graph.invoke(Command(resume={confirmation_id: "approve"}), THREAD, context=SESSION)
     model.assert_done()
     close_turn(storage, executor)
+
+
+def reopen_fixture(opener: Any) -> Any:
+    """The test files' ``reopen`` fixture for ``opener`` (``open_turn``, or the middleware's
+    ``open_agent``): a new storage, executor, runnable and scripted model on the same URL,
+    closed afterwards; ``reopen(*steps)`` gives ``(runnable, model)``."""
+    import pytest
+
+    @pytest.fixture
+    def reopen(ledger_url: str, log: Any) -> Any:
+        opened = []
+
+        def make(*steps: Any) -> tuple[Any, Any]:
+            parts = opener(ledger_url, log, list(steps))
+            opened.append(parts)
+            return parts[2], parts[3]
+
+        yield make
+        for storage, executor, _, _ in opened:
+            close_turn(storage, executor)
+
+    return reopen

@@ -27,19 +27,7 @@ pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 OK = {"executed": True, "status": "ok", "result": {"updated": 1}}
 
 
-@pytest.fixture
-def reopen(ledger_url, log):
-    """A new storage, executor, agent and scripted model on the same URL; closed afterwards."""
-    opened = []
-
-    def make(*steps):
-        parts = mw.open_agent(ledger_url, log, list(steps))
-        opened.append(parts)
-        return parts[2], parts[3]
-
-    yield make
-    for storage, executor, _, _ in opened:
-        w.close_turn(storage, executor)
+reopen = w.reopen_fixture(mw.open_agent)
 
 
 def assert_intact(agent, result: dict) -> None:
