@@ -15,7 +15,9 @@ lookup of a tool that does not exist) raises one of these::
      ├── StorageError           (ValueError)  a storage URL that names nothing turnkit can open
      ├── ModelError             (ValueError)  a model that cannot be built or reached
      ├── ConfigError            (ValueError)  a deployment's TURNKIT_* variables name nothing usable
-     ├── AgentBusy              (RuntimeError) a prompt or reset while a prompt is in flight
+     ├── ThreadBusy             (RuntimeError) another run holds the thread's lease
+     │    ├── AgentBusy                        a prompt or reset while a prompt is in flight
+     │    └── LeaseLost                        this run's lease was taken over; it stopped writing
      └── AgentTimeout           (TimeoutError) a prompt ran out of time; it was cancelled
 
     ToolError                   raised by a handler on purpose: the caller sees its message
@@ -63,8 +65,31 @@ class ModuleError(TurnkitError, TypeError):
     """An object given to the ``Registry`` as a module lacks ``key`` or ``api_tools()``."""
 
 
-class AgentBusy(TurnkitError, RuntimeError):
-    """An ``Agent`` was asked to prompt or reset while one of its prompts is in flight."""
+class ThreadBusy(TurnkitError, RuntimeError):
+    """Another run holds the lease on this thread: in this process or in another one that
+    shares the ledger's database (one writer per thread, see ``turnkit.graph.leases``).
+
+    ``thread_id`` names the thread; ``holder`` says who holds it when that is known (a
+    ``host:pid`` and the run's token), else ``None``. Wait for that run, or pass a
+    ``busy_timeout`` to wait for it.
+    """
+
+    def __init__(self, message: str, *, thread_id: str = "", holder: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.holder = holder
+
+
+class AgentBusy(ThreadBusy):
+    """An ``Agent`` was asked to prompt or reset while one of its prompts is in flight, in this
+    process or (through the thread's lease) in another one."""
+
+
+class LeaseLost(ThreadBusy):
+    """This run's lease on its thread ended under it (it outlived its expiry without renewal, or
+    its database session was closed) and another run may hold the thread now: the run stopped
+    before its next checkpoint or write, so the thread's checkpoint chain does not fork. What it
+    wrote before stays; run the turn again to continue from the thread's latest checkpoint."""
 
 
 class AgentTimeout(TurnkitError, TimeoutError):

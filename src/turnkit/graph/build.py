@@ -19,6 +19,8 @@ from langgraph.types import Durability
 
 from turnkit._compat import CONFIG_KEY_DURABILITY, RunnableCallable
 from turnkit.graph import routing
+from turnkit.graph.leases import Leases
+from turnkit.graph.turn_graph import BUSY_TIMEOUT_KEY, TurnGraph
 from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.call_model import acall_model, call_model
@@ -33,7 +35,7 @@ from turnkit.turn.context import TurnContext
 from turnkit.turn.state import TurnOutput, TurnState
 from turnkit.turn.views import VIEWS
 
-__all__ = ["build_turn_graph", "builder"]
+__all__ = ["build_turn_graph", "builder", "leased"]
 
 
 def _twin(name: str, sync: Callable[..., Any], async_: Callable[..., Any], bound: Bound) -> Any:
@@ -107,7 +109,9 @@ def build_turn_graph(
     store: BaseStore | None = None,
     default_caller: Caller | None = None,
     durability: Durability = "sync",
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+    busy_timeout: float = 0.0,
+    lease_ttl: float = 30.0,
+) -> TurnGraph:
     """A compiled turn graph: list tools, call the model, validate, execute, fit, confirm.
 
     Args:
@@ -122,6 +126,11 @@ def build_turn_graph(
             default: with LangGraph's ``"async"``, a crash while the checkpoint after the model
             call is still being written re-asks the model, whose new message ids make new
             idempotency keys, so a write could run twice. See README "Performance".
+        busy_timeout: how long a run waits for a thread another run holds before it raises
+            ``ThreadBusy`` (0: at once). A run may pass its own as
+            ``configurable={"busy_timeout": seconds}``.
+        lease_ttl: on SQLite, how long a thread's lease outlives its holder when that dies
+            (a running holder renews it). PostgreSQL frees a dead holder's lease at once.
 
     Example:
         >>> graph = build_turn_graph(executor, model, checkpointer=saver)  # doctest: +SKIP
@@ -130,7 +139,20 @@ def build_turn_graph(
         ...              context=TurnContext(caller=Caller.session("u_1")))  # doctest: +SKIP
     """
     graph = builder(executor, model, settings=settings, default_caller=default_caller)
-    compiled = graph.compile(checkpointer=checkpointer, store=store, name="turnkit")
-    if checkpointer is None:  # nothing to make durable (and LangGraph 1.2 fails on "sync" then)
-        return compiled
-    return compiled.with_config({"configurable": {CONFIG_KEY_DURABILITY: durability}})
+    compiled = leased(
+        graph.compile(checkpointer=checkpointer, store=store, name="turnkit"),
+        executor.ledger.thread_leases(lease_ttl),
+    )
+    configurable: dict[str, Any] = {}
+    if checkpointer is not None:  # nothing to make durable without (LangGraph 1.2 fails then)
+        configurable[CONFIG_KEY_DURABILITY] = durability
+    if busy_timeout:
+        configurable[BUSY_TIMEOUT_KEY] = busy_timeout
+    return compiled.with_config({"configurable": configurable}) if configurable else compiled
+
+
+def leased(compiled: CompiledStateGraph[Any, Any, Any, Any], leases: Leases) -> TurnGraph:
+    """``compiled`` as a ``TurnGraph`` whose runs take their thread's lease from ``leases``
+    (now, or when a server attaches its checkpointer)."""
+    attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
+    return TurnGraph(thread_leases=leases, **attrs)

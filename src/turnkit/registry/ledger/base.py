@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from turnkit.registry.caller import Caller
 from turnkit.registry.ledger.keys import ApiKeys
+from turnkit.registry.ledger.leases import ThreadLeases
 from turnkit.registry.ledger.records import (
     Confirmation,
     ConfirmationStatus,
@@ -82,6 +83,11 @@ class Ledger(ABC):
     def keys(self) -> ApiKeys:
         """The API keys kept in this ledger's database (``turnkit keys``, ``turnkit serve``)."""
         return ApiKeys(self)
+
+    def thread_leases(self, ttl: float = 30.0) -> ThreadLeases:
+        """Thread leases in this ledger's database (one writer per thread, ``ledger/leases.py``):
+        lock rows that expire ``ttl`` seconds after their last renewal."""
+        return ThreadLeases(self, ttl)
 
     # --- settings ---------------------------------------------------------------------------
 

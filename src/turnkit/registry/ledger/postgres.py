@@ -9,11 +9,14 @@ transaction mode that does not keep prepared statements, pass ``prepare_threshol
 
 from __future__ import annotations
 
+import select
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.leases import HOLDER, Lease, ThreadLeases
 from turnkit.registry.ledger.schema import TABLES
 from turnkit.registry.ledger.urls import shown
 
@@ -39,6 +42,9 @@ class PostgresLedger(Ledger):
                 "PostgresLedger needs the postgres extra: pip install 'turnkit[postgres]'"
             ) from exc
         self.url = url
+        self._prepare_threshold = prepare_threshold
+        self._lock_pool: Any = None
+        self._lock_pool_guard = threading.Lock()
         reachable(url)
         self._pool = ConnectionPool(
             url,
@@ -69,12 +75,110 @@ class PostgresLedger(Ledger):
         with self._pool.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
 
+    def thread_leases(self, ttl: float = 30.0) -> PostgresLeases:
+        """Thread leases as advisory locks (``PostgresLeases``): ``ttl`` does not apply, the
+        server frees a lease when its holder's session ends."""
+        return PostgresLeases(self)
+
+    def lock_connections(self) -> Any:
+        """The pool of connections whose open transactions hold thread leases (one per running
+        turn; opened on first use, at most ``LEASE_CONNECTIONS``)."""
+        with self._lock_pool_guard:
+            if self._lock_pool is None:
+                from psycopg_pool import ConnectionPool
+
+                self._lock_pool = ConnectionPool(
+                    self.url,
+                    min_size=0,
+                    max_size=LEASE_CONNECTIONS,
+                    kwargs={"autocommit": False, "prepare_threshold": self._prepare_threshold},
+                    open=True,
+                    name="turnkit-leases",
+                )
+            return self._lock_pool
+
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage)."""
-        self._pool.close()
+        try:
+            if self._lock_pool is not None:
+                self._lock_pool.close()
+        finally:
+            self._pool.close()
 
     def __repr__(self) -> str:
         return "PostgresLedger(<url hidden>)"
+
+
+LEASE_CONNECTIONS = 64
+"""Most turns of one process holding a thread's lease at once on PostgreSQL (a connection each)."""
+
+
+class PostgresLeases(ThreadLeases):
+    """Thread leases on PostgreSQL: ``pg_try_advisory_xact_lock`` on the thread's id, taken in a
+    transaction that stays open for the run and ends with it. The server releases the lock the
+    moment that session ends, so a killed holder frees the thread at once; nothing expires, and
+    nothing needs renewing. Transaction-level locks also work behind a pooler in transaction mode
+    (the open transaction keeps its server connection). The row records each taking's token and
+    holder, for the run that finds the thread busy."""
+
+    renews = False
+
+    def __init__(self, ledger: PostgresLedger) -> None:
+        super().__init__(ledger, ttl=float("inf"))
+        self.postgres = ledger
+
+    def take(self, thread_id: str) -> Lease | None:
+        pool = self.postgres.lock_connections()
+        conn = pool.getconn()
+        try:
+            row = conn.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 7))", (thread_id,)
+            ).fetchone()
+            if not row or not row[0]:
+                conn.rollback()
+                pool.putconn(conn)
+                return None
+            token = self.ledger._rows(
+                "INSERT INTO turnkit_thread_leases (thread_id, token, holder, expires_at)"
+                " VALUES (?, 1, ?, 'Infinity') ON CONFLICT (thread_id) DO UPDATE"
+                " SET token = turnkit_thread_leases.token + 1, holder = excluded.holder,"
+                " expires_at = excluded.expires_at RETURNING token",
+                (thread_id, HOLDER),
+            )[0][0]
+        except BaseException:
+            pool.putconn(conn)  # a connection in a failed state is discarded by the pool
+            raise
+        return Lease(thread_id, int(token), HOLDER, float("inf"), self, conn)
+
+    def release(self, lease: Lease) -> None:
+        conn, lease.session = lease.session, None
+        if conn is None:
+            return
+        try:
+            self.ledger._run(
+                "UPDATE turnkit_thread_leases SET expires_at = 0 WHERE thread_id = ? AND token = ?",
+                (lease.thread_id, lease.token),
+            )
+        finally:
+            try:
+                conn.rollback()  # ends the transaction: the lock is released
+            finally:
+                self.postgres.lock_connections().putconn(conn)
+
+    def renew(self, lease: Lease) -> bool:
+        return self.vouched(lease)
+
+    def vouched(self, lease: Lease) -> bool:
+        """True while the lock's session is open and quiet. A session the server ended (killed,
+        timed out, restarted) has its socket readable (the server's goodbye, or end of file):
+        then the lock is gone, whoever may hold it now."""
+        conn = lease.session
+        if conn is None or conn.closed:
+            return False
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        return not readable
+
+    confirm = vouched
 
 
 def reachable(url: str, timeout: float = 10.0) -> None:

@@ -78,6 +78,14 @@ TABLES = (
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS turnkit_thread_leases (
+        thread_id TEXT PRIMARY KEY,
+        token BIGINT NOT NULL,
+        holder TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS turnkit_audit (
         id TEXT PRIMARY KEY,
         at DOUBLE PRECISION NOT NULL,

@@ -1,0 +1,122 @@
+"""``TurnGraph``: the compiled turn graph, one writer per thread.
+
+A run on a checkpointed thread takes the thread's lease before it reads the thread and gives it
+back when it ends (finished, paused at an interrupt, failed or cancelled); a run that finds the
+thread busy raises ``ThreadBusy`` at once, or waits up to its ``busy_timeout``. Its checkpoint
+writes go through ``FencedSaver`` and stop if the lease is lost. ``invoke`` runs ``stream`` and
+``ainvoke`` ``astream``, so every way of running takes the lease; so do state updates.
+
+A checkpointer attached later (``langgraph dev`` copies the graph with its own) is fenced too:
+LangGraph's ``copy`` builds a ``TurnGraph`` again, and ``__init__`` wraps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateUpdate
+
+from turnkit.graph.fenced import FencedSaver, fenced
+from turnkit.graph.leases import LEASE_KEY, Leases, agive_back, atake, give_back, take
+from turnkit.registry.ledger.leases import Lease
+
+__all__ = ["BUSY_TIMEOUT_KEY", "TurnGraph"]
+
+BUSY_TIMEOUT_KEY = "busy_timeout"
+"""The run config's key (in ``configurable``) for how long a run waits for a busy thread."""
+
+
+class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
+    """A compiled turn graph whose runs hold their thread's lease (built by ``build_turn_graph``;
+    use it as any compiled LangGraph graph)."""
+
+    def __init__(self, *, thread_leases: Leases | None = None, **kwargs: Any) -> None:
+        saver = kwargs.get("checkpointer")
+        if thread_leases is not None and isinstance(saver, BaseCheckpointSaver):
+            kwargs["checkpointer"] = fenced(saver, thread_leases)
+        super().__init__(**kwargs)
+        self.thread_leases = thread_leases
+
+    def _thread(self, config: RunnableConfig | None) -> tuple[Leases, str, float] | None:
+        """The leases, thread and wait of a run with ``config``; None when it needs no lease."""
+        saver = self.checkpointer
+        if not isinstance(saver, FencedSaver):
+            return None
+        configurable = {**(self.config or {}).get("configurable", {})}
+        configurable.update((config or {}).get("configurable") or {})
+        thread_id = configurable.get("thread_id")
+        if thread_id is None or LEASE_KEY in configurable:  # no thread; or a nested call
+            return None
+        wait = configurable.get(BUSY_TIMEOUT_KEY) or 0.0
+        return saver.leases, str(thread_id), float(wait)
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        thread = self._thread(config)
+        if thread is None:
+            return super().stream(input, config, **kwargs)
+        return self._leased_stream(thread, input, config, **kwargs)
+
+    def _leased_stream(
+        self, thread: tuple[Leases, str, float], input: Any, config: Any, **kwargs: Any
+    ) -> Iterator[Any]:
+        lease = take(*thread)
+        try:
+            yield from super().stream(input, _with(config, lease), **kwargs)
+        finally:
+            give_back(lease)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        thread = self._thread(config)
+        if thread is None:
+            return super().astream(input, config, **kwargs)
+        return self._leased_astream(thread, input, config, **kwargs)
+
+    async def _leased_astream(
+        self, thread: tuple[Leases, str, float], input: Any, config: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        lease = await atake(*thread)
+        try:
+            async for chunk in super().astream(input, _with(config, lease), **kwargs):
+                yield chunk
+        finally:
+            await agive_back(lease)
+
+    def bulk_update_state(
+        self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
+    ) -> RunnableConfig:
+        thread = self._thread(config)
+        if thread is None:
+            return super().bulk_update_state(config, supersteps)
+        lease = take(*thread)
+        try:
+            return _without(super().bulk_update_state(_with(config, lease), supersteps))
+        finally:
+            give_back(lease)
+
+    async def abulk_update_state(
+        self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
+    ) -> RunnableConfig:
+        thread = self._thread(config)
+        if thread is None:
+            return await super().abulk_update_state(config, supersteps)
+        lease = await atake(*thread)
+        try:
+            return _without(await super().abulk_update_state(_with(config, lease), supersteps))
+        finally:
+            await agive_back(lease)
+
+
+def _with(config: Any, lease: Lease) -> RunnableConfig:
+    config = dict(config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), LEASE_KEY: lease}
+    return config
+
+
+def _without(config: RunnableConfig) -> RunnableConfig:
+    configurable = dict(config.get("configurable") or {})
+    configurable.pop(LEASE_KEY, None)
+    return {**config, "configurable": configurable}
