@@ -67,7 +67,7 @@ class ModuleError(TurnkitError, TypeError):
 
 class ThreadBusy(TurnkitError, RuntimeError):
     """Another run holds the lease on this thread: in this process or in another one that
-    shares the ledger's database (one writer per thread, see ``turnkit.graph.leases``).
+    shares the ledger's database (one writer per thread, see ``turnkit.turn.leases``).
 
     ``thread_id`` names the thread; ``holder`` says who holds it when that is known (a
     ``host:pid`` and the run's token), else ``None``. Wait for that run, or pass a

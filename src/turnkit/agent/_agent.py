@@ -45,7 +45,7 @@ from turnkit.agent.streaming import (
     streamed,
 )
 from turnkit.agent.structured import instruction, parse
-from turnkit.errors import AgentBusy, AgentTimeout, ResumeError
+from turnkit.errors import AgentBusy, AgentTimeout, ResumeError, ThreadBusy
 from turnkit.graph.build import build_turn_graph
 from turnkit.nodes.decisions import HOW_TO_RESUME, unstorable
 from turnkit.nodes.recovery import recovered, unanswered
@@ -170,8 +170,9 @@ class Agent:
         Interrupted (Ctrl-C), the turn is cancelled before the interruption goes on.
 
         Raises:
-            AgentBusy: another prompt of this agent is in flight, or this is called from async
-                code on turnkit's loop (an async tool handler): use ``aprompt`` there.
+            AgentBusy: another prompt of this agent is in flight — here, or in another process
+                on the same storage and thread (the thread's lease) — or this is called from
+                async code on turnkit's loop (an async tool handler): use ``aprompt`` there.
             AgentTimeout: the turn took longer than ``timeout`` seconds; it was cancelled.
             ModelError: the model's server cannot be reached; the conversation is kept.
             StructuredOutputError: a ``schema`` was given and the answer does not match it.
@@ -310,6 +311,15 @@ class Agent:
             raise AgentBusy("this agent is answering a prompt; wait for it before the next call")
         try:
             yield
+        except ThreadBusy as exc:
+            if type(exc) is not ThreadBusy:  # AgentBusy already, or LeaseLost: as it is
+                raise
+            raise AgentBusy(
+                f"this agent's conversation (thread {exc.thread_id!r}) is answering a prompt in"
+                " another process; wait for it before the next call",
+                thread_id=exc.thread_id,
+                holder=exc.holder,
+            ) from exc
         finally:
             self._lock.release()
 

@@ -19,7 +19,6 @@ from langgraph.types import Durability
 
 from turnkit._compat import CONFIG_KEY_DURABILITY, RunnableCallable
 from turnkit.graph import routing
-from turnkit.graph.leases import Leases
 from turnkit.graph.turn_graph import BUSY_TIMEOUT_KEY, TurnGraph
 from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
 from turnkit.nodes.bound import Bound
@@ -32,6 +31,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 from turnkit.turn.context import TurnContext
+from turnkit.turn.leases import Leases
 from turnkit.turn.state import TurnOutput, TurnState
 from turnkit.turn.views import VIEWS
 

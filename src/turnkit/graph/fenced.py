@@ -1,5 +1,5 @@
 """``FencedSaver``: a LangGraph checkpointer that writes a run's checkpoints only while the run
-still holds its thread's lease (``turnkit.graph.leases``).
+still holds its thread's lease (``turnkit.turn.leases``).
 
 Two processes running one thread at once would fork its checkpoint chain: LangGraph's savers have
 no single-writer guarantee (langgraph issue 8796). The lease keeps a second run out; this wrapper
@@ -25,8 +25,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
-from turnkit.graph.leases import Leases, fence, lease_of
 from turnkit.registry.ledger.leases import LocalLeases
+from turnkit.turn.leases import Leases, fence, lease_of
 
 __all__ = ["FencedSaver", "fenced"]
 

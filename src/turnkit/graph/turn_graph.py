@@ -21,8 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateUpdate
 
 from turnkit.graph.fenced import FencedSaver, fenced
-from turnkit.graph.leases import LEASE_KEY, Leases, agive_back, atake, give_back, take
 from turnkit.registry.ledger.leases import Lease
+from turnkit.turn.leases import LEASE_KEY, Leases, agive_back, atake, give_back, take
 
 __all__ = ["BUSY_TIMEOUT_KEY", "TurnGraph"]
 

@@ -4,9 +4,10 @@ Each call's idempotency key is derived from the thread, the AI message and the t
 node that LangGraph runs again — after a crash, or on a resume — replays the recorded answer
 instead of writing twice. A plain read (``read_only``, no ``danger``: never held, nothing to do
 twice) goes without a key: reading again after a crash is harmless, and it spares the ledger two
-round trips per call. Answers are fitted here already, as the JSON text the model will read, so
-an oversized result (or one no checkpointer stores, like a huge integer) never reaches the
-checkpoint.
+round trips per call. The run's thread lease is checked before the round (``fence``): a run that
+lost its thread to another stops before it writes. Answers are fitted here already, as the JSON
+text the model will read, so an oversized result (or one no checkpointer stores, like a huge
+integer) never reaches the checkpoint.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import answered
 from turnkit.nodes.tools import held
 from turnkit.registry._steps import KEY_LIMIT
+from turnkit.turn.leases import fence, lease_of
 from turnkit.turn.state import PendingCall, TurnState
 
 __all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
@@ -69,6 +72,8 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     settings, turn = bound.turn_settings(state)
+    if (lease := lease_of(get_config())) is not None:
+        fence(lease)
 
     def run(call: PendingCall) -> dict[str, Any]:
         control = _control(runtime, call, bound)
@@ -92,6 +97,8 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     settings, turn = await bound.aturn_settings(state)
+    if (lease := lease_of(get_config())) is not None and not lease.vouched():
+        await asyncio.to_thread(fence, lease)
     results = await asyncio.gather(
         *(
             executor.aexecute(

@@ -12,7 +12,7 @@ whether the thread is still its own before each write (``Lease.check``).
   advisory lock held by an open transaction for the run, which the server releases the moment the
   holder's session ends (a killed process needs no expiry); the row records the token and holder.
 
-Waiting, renewing and the graph's use of a lease live in ``turnkit.graph.leases``.
+Waiting, renewing and the graph's use of a lease live in ``turnkit.turn.leases``.
 """
 
 from __future__ import annotations

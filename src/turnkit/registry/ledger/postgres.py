@@ -113,13 +113,19 @@ LEASE_CONNECTIONS = 64
 """Most turns of one process holding a thread's lease at once on PostgreSQL (a connection each)."""
 
 
+_TRY_THREAD_LOCK = (
+    "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' || %s, 7))"
+)
+
+
 class PostgresLeases(ThreadLeases):
     """Thread leases on PostgreSQL: ``pg_try_advisory_xact_lock`` on the thread's id, taken in a
     transaction that stays open for the run and ends with it. The server releases the lock the
     moment that session ends, so a killed holder frees the thread at once; nothing expires, and
     nothing needs renewing. Transaction-level locks also work behind a pooler in transaction mode
-    (the open transaction keeps its server connection). The row records each taking's token and
-    holder, for the run that finds the thread busy."""
+    (the open transaction keeps its server connection). The lock's key is a hash of the schema
+    and the thread id: advisory locks are per database, ledgers per schema. The row records each
+    taking's token and holder, for the run that finds the thread busy."""
 
     renews = False
 
@@ -131,9 +137,7 @@ class PostgresLeases(ThreadLeases):
         pool = self.postgres.lock_connections()
         conn = pool.getconn()
         try:
-            row = conn.execute(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 7))", (thread_id,)
-            ).fetchone()
+            row = conn.execute(_TRY_THREAD_LOCK, (thread_id,)).fetchone()
             if not row or not row[0]:
                 conn.rollback()
                 pool.putconn(conn)
@@ -154,6 +158,8 @@ class PostgresLeases(ThreadLeases):
         conn, lease.session = lease.session, None
         if conn is None:
             return
+        import psycopg
+
         try:
             self.ledger._run(
                 "UPDATE turnkit_thread_leases SET expires_at = 0 WHERE thread_id = ? AND token = ?",
@@ -162,8 +168,10 @@ class PostgresLeases(ThreadLeases):
         finally:
             try:
                 conn.rollback()  # ends the transaction: the lock is released
+            except psycopg.Error:  # the session is gone already, and the lock with it
+                pass
             finally:
-                self.postgres.lock_connections().putconn(conn)
+                self.postgres.lock_connections().putconn(conn)  # a broken one is discarded
 
     def renew(self, lease: Lease) -> bool:
         return self.vouched(lease)
