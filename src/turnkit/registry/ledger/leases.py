@@ -1,16 +1,16 @@
 """Thread leases in the ledger's database: one writer per conversation thread, across processes.
 
 A run that writes a thread's checkpoints takes the thread's lease first and gives it back at its
-end. Each taking gets a new **fencing token** (the row's ``token`` plus one), so a run can tell
-whether the thread is still its own before each write (``Lease.check``).
+end. Each taking gets a new **fencing token**, and a run checks that the thread is still its own
+before each write (``turnkit.turn.leases.fence``).
 
 - **SQLite** (``ThreadLeases``): a lock row with an expiry. Taking it is one conditional upsert
   (``... WHERE expires_at <= now``), atomic across processes; the holder renews it while it runs;
   a holder that died is replaced once its expiry has passed. Processes sharing a SQLite file share
   a clock, so a lease whose expiry is still well ahead is vouched for without a query.
-- **PostgreSQL** (``PostgresLedger.leases``, in ``ledger/postgres.py``): a transaction-level
-  advisory lock held by an open transaction for the run, which the server releases the moment the
-  holder's session ends (a killed process needs no expiry); the row records the token and holder.
+- **PostgreSQL** (``PostgresLeases``, in ``ledger/postgres.py``): a transaction-level advisory
+  lock held by an open transaction for the run, which the server releases the moment the
+  holder's session ends (a killed process needs no expiry); tokens come from a sequence.
 
 Waiting, renewing and the graph's use of a lease live in ``turnkit.turn.leases``.
 """

@@ -66,6 +66,7 @@ class PostgresLedger(Ledger):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             for statement in TABLES:
                 conn.execute(statement)
+            conn.execute("CREATE SEQUENCE IF NOT EXISTS turnkit_lease_tokens")
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._pool.connection() as conn:
@@ -91,7 +92,7 @@ class PostgresLedger(Ledger):
                     self.url,
                     min_size=0,
                     max_size=LEASE_CONNECTIONS,
-                    kwargs={"autocommit": False, "prepare_threshold": self._prepare_threshold},
+                    kwargs={"autocommit": True, "prepare_threshold": self._prepare_threshold},
                     open=True,
                     name="turnkit-leases",
                 )
@@ -113,19 +114,37 @@ LEASE_CONNECTIONS = 64
 """Most turns of one process holding a thread's lease at once on PostgreSQL (a connection each)."""
 
 
-_TRY_THREAD_LOCK = (
-    "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' || %s, 7))"
+_TAKE = (
+    "BEGIN; SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' ||"
+    " {thread}, 7)) THEN set_config('application_name', {holder} || '#' ||"
+    " nextval('turnkit_lease_tokens'), true) END"
+)
+"""One round trip: open the transaction, try the thread's lock, and on success draw a token and
+name the session ``holder#token`` for the transaction (what ``holder`` finds)."""
+_HOLDER = (
+    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted"
+    " AND ((l.classid::bigint << 32) | l.objid::bigint)"
+    " = hashtextextended(current_schema() || ':' || %s, 7)"
 )
 
 
 class PostgresLeases(ThreadLeases):
-    """Thread leases on PostgreSQL: ``pg_try_advisory_xact_lock`` on the thread's id, taken in a
-    transaction that stays open for the run and ends with it. The server releases the lock the
-    moment that session ends, so a killed holder frees the thread at once; nothing expires, and
-    nothing needs renewing. Transaction-level locks also work behind a pooler in transaction mode
-    (the open transaction keeps its server connection). The lock's key is a hash of the schema
-    and the thread id: advisory locks are per database, ledgers per schema. The row records each
-    taking's token and holder, for the run that finds the thread busy."""
+    """Thread leases on PostgreSQL: ``pg_try_advisory_xact_lock`` on the thread, in a transaction
+    that stays open for the run and ends with it (``ROLLBACK``).
+
+    - The server releases the lock the moment that session ends, so a killed holder frees the
+      thread at once: nothing expires, nothing needs renewing.
+    - The fence is the session itself: while it is open and quiet the lock is certainly held; a
+      session the server ended (killed, timed out, restarted) has its socket readable (the
+      server's goodbye, or end of file), and the run stops.
+    - Each taking draws a token from the ``turnkit_lease_tokens`` sequence; the session carries
+      ``holder#token`` as its ``application_name`` while it holds the lock, which is how a run
+      that finds the thread busy learns who holds it.
+    - Transaction-level locks work behind a pooler in transaction mode (the open transaction
+      keeps its server connection). The lock's key hashes the schema and the thread id:
+      advisory locks are per database, ledgers per schema.
+    """
 
     renews = False
 
@@ -134,25 +153,24 @@ class PostgresLeases(ThreadLeases):
         self.postgres = ledger
 
     def take(self, thread_id: str) -> Lease | None:
+        from psycopg import sql
+
         pool = self.postgres.lock_connections()
         conn = pool.getconn()
         try:
-            row = conn.execute(_TRY_THREAD_LOCK, (thread_id,)).fetchone()
-            if not row or not row[0]:
-                conn.rollback()
+            query = sql.SQL(_TAKE).format(thread=sql.Literal(thread_id), holder=sql.Literal(HOLDER))
+            cursor = conn.execute(query)
+            cursor.nextset()
+            row = cursor.fetchone()
+            if not row or row[0] is None:
+                conn.execute("ROLLBACK")
                 pool.putconn(conn)
                 return None
-            token = self.ledger._rows(
-                "INSERT INTO turnkit_thread_leases (thread_id, token, holder, expires_at)"
-                " VALUES (?, 1, ?, 'Infinity') ON CONFLICT (thread_id) DO UPDATE"
-                " SET token = turnkit_thread_leases.token + 1, holder = excluded.holder,"
-                " expires_at = excluded.expires_at RETURNING token",
-                (thread_id, HOLDER),
-            )[0][0]
         except BaseException:
             pool.putconn(conn)  # a connection in a failed state is discarded by the pool
             raise
-        return Lease(thread_id, int(token), HOLDER, float("inf"), self, conn)
+        token = int(row[0].rpartition("#")[2])
+        return Lease(thread_id, token, HOLDER, float("inf"), self, conn)
 
     def release(self, lease: Lease) -> None:
         conn, lease.session = lease.session, None
@@ -161,25 +179,17 @@ class PostgresLeases(ThreadLeases):
         import psycopg
 
         try:
-            self.ledger._run(
-                "UPDATE turnkit_thread_leases SET expires_at = 0 WHERE thread_id = ? AND token = ?",
-                (lease.thread_id, lease.token),
-            )
+            conn.execute("ROLLBACK")  # ends the transaction: the lock is released
+        except psycopg.Error:  # the session is gone already, and the lock with it
+            pass
         finally:
-            try:
-                conn.rollback()  # ends the transaction: the lock is released
-            except psycopg.Error:  # the session is gone already, and the lock with it
-                pass
-            finally:
-                self.postgres.lock_connections().putconn(conn)  # a broken one is discarded
+            self.postgres.lock_connections().putconn(conn)  # a broken one is discarded
 
     def renew(self, lease: Lease) -> bool:
         return self.vouched(lease)
 
     def vouched(self, lease: Lease) -> bool:
-        """True while the lock's session is open and quiet. A session the server ended (killed,
-        timed out, restarted) has its socket readable (the server's goodbye, or end of file):
-        then the lock is gone, whoever may hold it now."""
+        """True while the lock's session is open and quiet."""
         conn = lease.session
         if conn is None or conn.closed:
             return False
@@ -187,6 +197,10 @@ class PostgresLeases(ThreadLeases):
         return not readable
 
     confirm = vouched
+
+    def holder(self, thread_id: str) -> str | None:
+        rows = self.ledger._rows(_HOLDER, (thread_id,))
+        return str(rows[0][0]) if rows and rows[0][0] else None
 
 
 def reachable(url: str, timeout: float = 10.0) -> None:
