@@ -12,6 +12,7 @@ from pathlib import Path
 
 from _shop import Shop
 from turnkit import StaticPermissions
+from turnkit.registry.confirmations import CONFIRM_ANY
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 """The sign-in tokens this application knows, and whose they are."""
@@ -22,8 +23,14 @@ def shop() -> Shop:
     return Shop(Path(os.environ.get("SHOP_LOG") or "writes.log"))
 
 
-rights = StaticPermissions({"alice": {"shop.view", "shop.manage"}, "bob": {"shop.view"}})
-"""Alice may view and manage the shop; Bob may only view it."""
+rights = StaticPermissions(
+    {
+        "alice": {"shop.view", "shop.manage"},
+        "bob": {"shop.view"},
+        "root": {"shop.view", CONFIRM_ANY},
+    }
+)
+"""Alice may view and manage the shop; Bob may only view it; Root may decide anyone's holds."""
 
 
 def signed_in(token: str) -> str | None:

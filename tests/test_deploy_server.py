@@ -5,10 +5,8 @@ can decide only their own holds; a run that no one signed in fails, saying how t
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,16 +15,14 @@ from langgraph_sdk import get_client
 
 from _openai_server import OpenAIServer, call, reply
 from _shop import Shop
-from test_studio import Server, _wait_until_ready, launch
+from _studio import REPO, Server, launch, wait, wait_until_ready
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
-REPO = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
+TESTS = REPO / "tests"
 GRAPH_ID = "shop"
-RUN_TIMEOUT = 30.0
 
 
 def _answer(body: dict[str, Any]) -> Any:
@@ -77,7 +73,7 @@ def deployed(tmp_path, model) -> Iterator[Any]:
             **env,
         )
         servers.append(server)
-        _wait_until_ready(server)
+        wait_until_ready(server)
         return server
 
     yield start
@@ -86,13 +82,9 @@ def deployed(tmp_path, model) -> Iterator[Any]:
         print(f"--- {server.log} ---\n{server.log_tail()}")  # shown by pytest on failure only
 
 
-async def _wait(coroutine: Any) -> Any:
-    return await asyncio.wait_for(coroutine, RUN_TIMEOUT)
-
-
 async def _ask(client: Any, text: str) -> tuple[str, dict[str, Any]]:
-    tid = (await _wait(client.threads.create()))["thread_id"]
-    done = await _wait(
+    tid = (await wait(client.threads.create()))["thread_id"]
+    done = await wait(
         client.runs.wait(tid, GRAPH_ID, input={"messages": [{"role": "user", "content": text}]})
     )
     return tid, done
@@ -142,17 +134,17 @@ async def test_each_signed_in_user_sees_their_tools_and_decides_only_their_holds
 
         # Bob can neither see her thread nor resume it, nor decide her hold over REST
         with pytest.raises(httpx.HTTPStatusError) as hidden:
-            await _wait(bob.threads.get_state(tid))
+            await wait(bob.threads.get_state(tid))
         assert hidden.value.response.status_code == 404
         with pytest.raises(httpx.HTTPStatusError) as hidden:
-            await _wait(bob.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
+            await wait(bob.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
         assert hidden.value.response.status_code == 404
         refused = await rest.post(f"/v1/confirmations/{cid}/approve")
         assert refused.status_code == 403, refused.text
         assert shop.writes() == []
 
         # Alice approves: the write runs once
-        done = await _wait(alice.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
+        done = await wait(alice.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
 
     assert done["messages"][-1]["content"].startswith("done: ")
     assert shop.writes() == [{"tool": "delete_product", "input": {"sku": "ABC-0001"}}]

@@ -1,7 +1,7 @@
 """LangChain's HITL shapes through the real ``langgraph dev`` and ``langgraph_sdk``, with exactly
 the values LangChain's UIs send: the repository's turn graph (``turnkit``) and a ``create_agent``
 agent governed by ``TurnkitMiddleware`` (``governed_agent``, ``_studio_agent.py``), both served by
-one server on the demo catalogue. The server helpers are test_studio.py's.
+one server on the demo catalogue. The server helpers are ``_studio``'s.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_client
 
-from test_studio import (
+from _serving import free_port
+from _studio import (
     LANGGRAPH,
     REPO,
     Server,
-    _count_price_writes,
-    _free_port,
-    _offline_env,
-    _query,
-    _wait,
-    _wait_until_ready,
+    count_price_writes,
+    offline_env,
+    query,
+    wait,
+    wait_until_ready,
 )
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -44,19 +44,19 @@ def served(tmp_path) -> Iterator[tuple[Server, Path]]:
     config["graphs"]["governed_agent"] = f"{REPO / 'tests' / '_studio_agent.py'}:agent"
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
     db = tmp_path / "demo" / "catalogue.sqlite"
-    _count_price_writes(db)
-    port = _free_port()
+    count_price_writes(db)
+    port = free_port()
     log = tmp_path / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
              "--port", str(port), "--config", str(tmp_path / "langgraph.json")],
-            cwd=tmp_path, env=_offline_env(TURNKIT_DEMO_DB=str(db)), stdin=subprocess.DEVNULL,
+            cwd=tmp_path, env=offline_env(TURNKIT_DEMO_DB=str(db)), stdin=subprocess.DEVNULL,
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
-        _wait_until_ready(server)
+        wait_until_ready(server)
         yield server, db
     finally:
         server.stop()
@@ -65,8 +65,8 @@ def served(tmp_path) -> Iterator[tuple[Server, Path]]:
 
 async def _hold(client: Any, graph: str) -> tuple[str, dict[str, Any]]:
     """A new thread whose run stopped at the held price change; its interrupt's value."""
-    tid = (await _wait(client.threads.create()))["thread_id"]
-    stopped = await _wait(client.runs.wait(tid, graph, input=CHEAPER))
+    tid = (await wait(client.threads.create()))["thread_id"]
+    stopped = await wait(client.runs.wait(tid, graph, input=CHEAPER))
     (interrupt,) = stopped["__interrupt__"]
     return tid, interrupt["value"]
 
@@ -97,29 +97,29 @@ async def test_agent_chat_ui_approves_and_rejects_through_langgraph_dev(served, 
     async with get_client(url=server.url) as client:
         tid, value = await _hold(client, graph)
         _check_request(value)
-        state = await _wait(client.threads.get_state(tid))
+        state = await wait(client.threads.get_state(tid))
         assert [i["value"] for i in state["interrupts"]] == [value]
 
         # a malformed answer is refused with what to send, never a pydantic dump
         with pytest.raises(Exception, match="ResumeError") as refused:
-            await _wait(client.runs.wait(tid, graph, command={"resume": {"decisions": []}}))
+            await wait(client.runs.wait(tid, graph, command={"resume": {"decisions": []}}))
         assert "0 decisions for 1 held calls ['catalogue_set_prices']" in str(refused.value)
         assert "validation error" not in str(refused.value).lower()
-        assert _query(db, WRITES) == []
+        assert query(db, WRITES) == []
 
         approve = {"decisions": [{"type": "approve"}]}
-        done = await _wait(client.runs.wait(tid, graph, command={"resume": approve}))
+        done = await wait(client.runs.wait(tid, graph, command={"resume": approve}))
         assert _tool_answer(done["messages"])["status"] == "ok"
         assert done["messages"][-1]["content"].startswith("[scripted demo model] Done")
-        assert _query(db, WRITES) == [("ACC-0001", 6.33)]
+        assert query(db, WRITES) == [("ACC-0001", 6.33)]
 
         tid, _ = await _hold(client, graph)
         reject = {"decisions": [{"type": "reject", "message": "Not today."}]}
-        done = await _wait(client.runs.wait(tid, graph, command={"resume": reject}))
+        done = await wait(client.runs.wait(tid, graph, command={"resume": reject}))
         answer = _tool_answer(done["messages"])
         assert answer["status"] == "rejected"
         assert answer["message"] == "Not today."
-    assert _query(db, WRITES) == [("ACC-0001", 6.33)]
+    assert query(db, WRITES) == [("ACC-0001", 6.33)]
 
 
 @pytest.mark.parametrize("graph", ["turnkit", "governed_agent"])
@@ -143,11 +143,11 @@ async def test_agent_chat_ui_and_agent_inbox_edits_run_once_through_langgraph_de
         for decision in (chat_ui, inbox):
             tid, _ = await _hold(client, graph)
             resume = {"decisions": [decision]}
-            done = await _wait(client.runs.wait(tid, graph, command={"resume": resume}))
+            done = await wait(client.runs.wait(tid, graph, command={"resume": resume}))
             assert _tool_answer(done["messages"])["status"] == "ok"
         tid, _ = await _hold(client, graph)
         inbox_reject = {"decisions": [{"type": "reject", "args": "Too cheap."}]}
-        done = await _wait(client.runs.wait(tid, graph, command={"resume": inbox_reject}))
+        done = await wait(client.runs.wait(tid, graph, command={"resume": inbox_reject}))
         assert _tool_answer(done["messages"])["message"] == "Too cheap."
-    assert _query(db, WRITES) == [("ACC-0001", 6.5), ("ACC-0001", 6.25)]
-    assert _query(db, PRICE) == [(6.25,)]
+    assert query(db, WRITES) == [("ACC-0001", 6.5), ("ACC-0001", 6.25)]
+    assert query(db, PRICE) == [(6.25,)]

@@ -54,7 +54,8 @@ SHELL = {
     "Approvals": "tests/test_readme_serve.py::test_the_approvals_section_runs_as_written",
 }
 """The test that runs each ``sh`` block (by the README heading above it): it must exist, and its
-file must set every variable and pass every ``--flag`` the block does."""
+file (or a ``tests/_helper`` module it imports) must set every variable and pass every ``--flag``
+the block does."""
 
 
 def answer_anything(body: dict[str, Any]) -> Any:
@@ -110,6 +111,8 @@ def test_the_test_named_for_a_shell_block_exists_and_runs_it_as_written(heading)
     path, _, name = SHELL[heading].partition("::")
     source = (ROOT / path).read_text()
     assert f"def {name}(" in source, f"SHELL names {SHELL[heading]!r}, which does not exist"
+    for helper in re.findall(r"^from (_[a-z]\w*) import", source, re.M):  # e.g. _studio's launch()
+        source += (ROOT / "tests" / f"{helper}.py").read_text()
     if "blocks(" in source:
         return  # it runs the README's own text: nothing to copy
     variables = re.findall(r"\b([A-Z][A-Z0-9_]+)=(\S+)", code)

@@ -7,19 +7,9 @@ in the fixture's teardown, also when the test fails. The server's log is printed
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import socket
-import sqlite3
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,91 +20,23 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from _openai_server import OpenAIServer, call, reply
-from turnkit.demo import Catalogue, ledger_path
+from _studio import (
+    REPO,
+    RUN_TIMEOUT,
+    Server,
+    count_price_writes,
+    launch,
+    query,
+    wait,
+    wait_until_ready,
+)
+from turnkit.demo import ledger_path
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.registry.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
-REPO = Path(__file__).resolve().parents[1]
-LANGGRAPH = Path(sys.executable).parent / "langgraph"
 GRAPH_ID = "turnkit"
-START_TIMEOUT = 60.0
-RUN_TIMEOUT = 30.0
-
-
-def _free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _offline_env(**extra: str) -> dict[str, str]:
-    """This process's environment without model or tracing credentials, plus ``extra``."""
-    dropped = ("OPENAI_", "LANGSMITH_", "LANGCHAIN_", "TURNKIT_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    env.update(
-        LANGGRAPH_CLI_NO_ANALYTICS="1",
-        LANGGRAPH_NO_VERSION_CHECK="1",
-        LANGSMITH_TRACING="false",
-        **extra,
-    )
-    return env
-
-
-class Server:
-    """A running ``langgraph dev``: its URL, process and log file."""
-
-    def __init__(self, url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-        self.url, self.process, self.log = url, process, log
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
-def launch(config: Path, cwd: Path, **env: str) -> Server:
-    """Start ``langgraph dev --config config`` in ``cwd`` (not yet waited for)."""
-    assert LANGGRAPH.exists(), f"{LANGGRAPH} is missing: pip install -e '.[dev]'"
-    port = _free_port()
-    log = cwd / f"server-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-             "--port", str(port), "--config", str(config)],
-            cwd=cwd,
-            env=_offline_env(**env),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    return Server(f"http://127.0.0.1:{port}", process, log)
-
-
-def _wait_until_ready(server: Server) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < START_TIMEOUT:
-        if server.process.poll() is not None:
-            pytest.fail(
-                f"langgraph dev exited with {server.process.returncode}:\n{server.log_tail()}"
-            )
-        try:
-            with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as response:
-                if json.loads(response.read()).get("ok") is True:
-                    return time.monotonic() - started
-        except OSError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"langgraph dev did not answer GET /ok in {START_TIMEOUT} s:\n{server.log_tail()}")
 
 
 @pytest.fixture
@@ -128,7 +50,7 @@ def start_studio(tmp_path) -> Iterator[Callable[..., Server]]:
     def start(**env: str) -> Server:
         server = launch(tmp_path / "langgraph.json", tmp_path, **env)
         servers.append(server)
-        seconds = _wait_until_ready(server)
+        seconds = wait_until_ready(server)
         print(f"langgraph dev answered GET /ok after {seconds:.1f} s")
         return server
 
@@ -138,26 +60,6 @@ def start_studio(tmp_path) -> Iterator[Callable[..., Server]]:
         print(f"--- {server.log} ---\n{server.log_tail()}")  # shown by pytest on failure only
 
 
-def _count_price_writes(db: Path) -> None:
-    """Create the catalogue now and log every price UPDATE in it, whoever makes it."""
-    Catalogue(db).setup()
-    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
-        conn.executescript(
-            "CREATE TABLE price_writes (sku TEXT, price REAL);"
-            "CREATE TRIGGER log_price AFTER UPDATE OF price ON products"
-            " BEGIN INSERT INTO price_writes VALUES (new.sku, new.price); END;"
-        )
-
-
-def _query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-async def _wait(coroutine: Any) -> Any:
-    return await asyncio.wait_for(coroutine, RUN_TIMEOUT)
-
-
 async def _collect(client: Any, tid: str, graph_id: str, input: dict[str, Any]) -> list[Any]:
     stream = client.runs.stream(tid, graph_id, input=input, stream_mode=["values", "messages"])
     return [event async for event in stream]
@@ -165,13 +67,13 @@ async def _collect(client: Any, tid: str, graph_id: str, input: dict[str, Any]) 
 
 async def test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume(start_studio, tmp_path):
     db = tmp_path / "demo" / "catalogue.sqlite"
-    _count_price_writes(db)
+    count_price_writes(db)
     server = start_studio(TURNKIT_DEMO_DB=str(db))
 
     async with get_client(url=server.url) as client:
-        thread = await _wait(client.threads.create())
+        thread = await wait(client.threads.create())
         tid = thread["thread_id"]
-        stopped = await _wait(
+        stopped = await wait(
             client.runs.wait(
                 tid, GRAPH_ID, input={"messages": [{"role": "user", "content": "cheaper, please"}]}
             )
@@ -196,23 +98,23 @@ async def test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume(start
             "status": "confirmation_required",
             "confirmation_id": cid,
         }
-        assert _query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(7.03,)]
+        assert query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(7.03,)]
 
-        state = await _wait(client.threads.get_state(tid))
+        state = await wait(client.threads.get_state(tid))
         assert state["next"] == ["await_confirmation"]
         assert [i["value"] for i in state["interrupts"]] == [payload]
 
         # A resume value that is no decision is refused with what to send; nothing is decided.
         with pytest.raises(Exception, match="ResumeError") as refused:
-            await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "maybe"}}))
+            await wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "maybe"}}))
         assert "nothing was decided" in str(refused.value)
         assert cid in str(refused.value)
         assert "'approve' | 'reject'" in str(refused.value)
-        assert _query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(7.03,)]
+        assert query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(7.03,)]
 
         # The person approves: the write runs once, the model answers, the turn ends.
-        done = await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
-        final = await _wait(client.threads.get_state(tid))
+        done = await wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
+        final = await wait(client.threads.get_state(tid))
 
     assert final["next"] == []
     assert final["interrupts"] == []
@@ -233,8 +135,8 @@ async def test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume(start
     assert messages[-1]["content"] == (
         "[scripted demo model] Done: I changed the price of ACC-0001 from 7.03 to 6.33."
     )
-    assert _query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(6.33,)]
-    assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
+    assert query(db, "SELECT price FROM products WHERE sku = 'ACC-0001'") == [(6.33,)]
+    assert query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
 
 
 def _look_up_then_answer(body: dict[str, Any]) -> Any:
@@ -264,12 +166,12 @@ async def test_studio_uses_an_openai_compatible_endpoint_when_one_is_configured(
     )
     question = {"messages": [{"role": "user", "content": "what does TEA-0001 cost?"}]}
     async with get_client(url=server.url) as client:
-        thread = await _wait(client.threads.create())
+        thread = await wait(client.threads.create())
         tid = thread["thread_id"]
-        done = await _wait(client.runs.wait(tid, GRAPH_ID, input=question))
+        done = await wait(client.runs.wait(tid, GRAPH_ID, input=question))
         # As Studio runs it: streaming the model's tokens too.
-        events = await _wait(_collect(client, tid, GRAPH_ID, question))
-        state = await _wait(client.threads.get_state(tid))
+        events = await wait(_collect(client, tid, GRAPH_ID, question))
+        state = await wait(client.threads.get_state(tid))
     assert {"values", "messages"} <= {e.event.split("/")[0] for e in events}
     # The second turn loaded the first from the server's store (messages are stored as deltas
     # and replayed): the same messages, field for field, nothing filed under additional_kwargs.
@@ -300,7 +202,7 @@ async def test_one_langgraph_dev_serves_the_graph_rest_and_mcp_and_rest_decides_
     start_studio, tmp_path
 ):
     db = tmp_path / "demo" / "catalogue.sqlite"
-    _count_price_writes(db)
+    count_price_writes(db)
     ledger = open_ledger(ledger_path(db))
     ledger.setup()
     _, secret = ledger.keys.create("demo", {"catalogue.products:read", DECIDE_SCOPE})
@@ -326,22 +228,22 @@ async def test_one_langgraph_dev_serves_the_graph_rest_and_mcp_and_rest_decides_
         assert "TEA-0001" in read.content[0].text
 
         # a Studio run holds a write; the person approves it over REST with their key
-        tid = (await _wait(client.threads.create()))["thread_id"]
+        tid = (await wait(client.threads.create()))["thread_id"]
         request = {"messages": [{"role": "user", "content": "cheaper, please"}]}
-        stopped = await _wait(client.runs.wait(tid, GRAPH_ID, input=request))
+        stopped = await wait(client.runs.wait(tid, GRAPH_ID, input=request))
         (interrupt,) = stopped["__interrupt__"]
         cid = interrupt["value"]["confirmations"][0]["confirmation_id"]
         listed = (await http.get("/v1/confirmations")).json()
         assert [c["id"] for c in listed] == [cid]
         approved = await http.post(f"/v1/confirmations/{cid}/approve")
         assert approved.status_code == 200, approved.text
-        assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
+        assert query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
 
         # the paused run, resumed, honours the decision taken out of band: no second write
-        done = await _wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
+        done = await wait(client.runs.wait(tid, GRAPH_ID, command={"resume": {cid: "approve"}}))
         again = await http.post(f"/v1/confirmations/{cid}/approve")
 
     assert done["messages"][-1]["content"].startswith("[scripted demo model] Done")
     assert again.status_code == 409
     assert again.json()["code"] == "already_decided"
-    assert _query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
+    assert query(db, "SELECT sku, price FROM price_writes") == [("ACC-0001", 6.33)]
