@@ -3,8 +3,9 @@
 Needs the ``postgres`` extra (psycopg 3 and psycopg-pool). Connections come from a small pool in
 autocommit mode: every statement is its own transaction, and the conditional updates the ledger
 relies on are atomic under PostgreSQL's row locks. A statement a connection has run a few times is
-prepared (psycopg's default), which saves 20-35 µs of planning per call; behind a pooler in
-transaction mode that does not keep prepared statements, pass ``prepare_threshold=None``.
+prepared (psycopg's default), which saves 20-35 µs of planning per call. Behind a pooler in
+transaction mode (PgBouncer before 1.21 keeps no prepared statements) add ``pooler=transaction`` to
+the URL: nothing is prepared then, and the setup's lock is already transaction-scoped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
 from turnkit.registry.ledger.schema import TABLES
-from turnkit.registry.ledger.urls import shown
+from turnkit.registry.ledger.urls import postgres_target, shown
 
 __all__ = ["PostgresLedger", "reachable"]
 
@@ -25,8 +26,9 @@ _SETUP_LOCK = 0x746B6C6564676572  # "tkledger": the ledger's own lock (storage h
 class PostgresLedger(Ledger):
     """A ledger in the PostgreSQL database at ``url`` (``postgresql://user@host:port/db``).
 
-    ``max_connections``: the pool's size. ``prepare_threshold``: after how many runs on a connection
-    a statement is prepared (psycopg's setting; ``None`` never prepares, for poolers that cannot).
+    ``max_connections``: the most connections its pool opens (8; ``pool_size=N`` in the URL wins).
+    ``prepare_threshold``: after how many runs on a connection a statement is prepared (psycopg's
+    setting; ``None`` never prepares, which ``pooler=transaction`` in the URL implies).
     """
 
     def __init__(
@@ -39,11 +41,14 @@ class PostgresLedger(Ledger):
                 "PostgresLedger needs the postgres extra: pip install 'turnkit[postgres]'"
             ) from exc
         self.url = url
-        reachable(url)
+        target = postgres_target(url)
+        if target.pooler:
+            prepare_threshold = None
+        reachable(target.conninfo)
         self._pool = ConnectionPool(
-            url,
+            target.conninfo,
             min_size=1,
-            max_size=max_connections,
+            max_size=target.pool_size or max_connections,
             kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
             open=True,
         )
