@@ -235,3 +235,21 @@ def test_pool_size_bounds_both_pools(url, opener):
             assert [storage.checkpointer.conn.max_size, storage.ledger._pool.max_size] == [3, 3]
 
     asyncio.run(run())
+
+
+def _use_without_the_option(url: str) -> None:
+    with open_storage(url) as storage:  # may break already while it sets up
+        for round_ in range(8):
+            storage.ledger.set_setting("max_rounds", round_)
+            storage.checkpointer.get_tuple(CONFIG)
+            storage.ledger.settings()
+
+
+def test_without_the_option_prepared_statements_break_behind_pgbouncer(pgbouncer, database):
+    """Why the option exists: psycopg prepares statements on a connection, PgBouncer 1.18 then
+    runs the next transaction of another client on that server connection."""
+    import psycopg
+
+    with pytest.raises(psycopg.Error, match="prepared statement") as broken:
+        _use_without_the_option(pgbouncer.url(database))
+    assert type(broken.value).__name__ in {"DuplicatePreparedStatement", "InvalidSqlStatementName"}
