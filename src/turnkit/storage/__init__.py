@@ -100,7 +100,11 @@ def open_storage(url: str | os.PathLike[str]) -> Storage:
 
     Args:
         url: a SQLite file path, ``sqlite:///path``, or ``postgresql://...`` (``postgres://``).
-            Tables are created when missing, for both the checkpointer and the ledger.
+            Tables are created when missing, for both the checkpointer and the ledger. A
+            PostgreSQL URL opens two pools (checkpointer, ledger) of at most 8 connections each;
+            ``pool_size=N`` in its query sets both, and ``pooler=transaction`` says a pooler in
+            transaction mode (PgBouncer) is in between: nothing is prepared, no session state
+            is relied on. turnkit takes both options out before connecting.
 
     Returns:
         A ``Storage``; close it (or use it in ``with``) when done.

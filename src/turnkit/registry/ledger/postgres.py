@@ -3,8 +3,9 @@
 Needs the ``postgres`` extra (psycopg 3 and psycopg-pool). Connections come from a small pool in
 autocommit mode: every statement is its own transaction, and the conditional updates the ledger
 relies on are atomic under PostgreSQL's row locks. A statement a connection has run a few times is
-prepared (psycopg's default), which saves 20-35 µs of planning per call; behind a pooler in
-transaction mode that does not keep prepared statements, pass ``prepare_threshold=None``.
+prepared (psycopg's default), which saves 20-35 µs of planning per call. Behind a pooler in
+transaction mode (PgBouncer before 1.21 keeps no prepared statements) add ``pooler=transaction`` to
+the URL: nothing is prepared then, and the setup's lock is already transaction-scoped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
 from turnkit.registry.ledger.leases import HOLDER, Lease, ThreadLeases
 from turnkit.registry.ledger.schema import TABLES
-from turnkit.registry.ledger.urls import shown
+from turnkit.registry.ledger.urls import postgres_target, shown
 
 __all__ = ["PostgresLedger", "reachable"]
 
@@ -28,8 +29,9 @@ _SETUP_LOCK = 0x746B6C6564676572  # "tkledger": the ledger's own lock (storage h
 class PostgresLedger(Ledger):
     """A ledger in the PostgreSQL database at ``url`` (``postgresql://user@host:port/db``).
 
-    ``max_connections``: the pool's size. ``prepare_threshold``: after how many runs on a connection
-    a statement is prepared (psycopg's setting; ``None`` never prepares, for poolers that cannot).
+    ``max_connections``: the most connections its pool opens (8; ``pool_size=N`` in the URL wins).
+    ``prepare_threshold``: after how many runs on a connection a statement is prepared (psycopg's
+    setting; ``None`` never prepares, which ``pooler=transaction`` in the URL implies).
     """
 
     def __init__(
@@ -42,14 +44,18 @@ class PostgresLedger(Ledger):
                 "PostgresLedger needs the postgres extra: pip install 'turnkit[postgres]'"
             ) from exc
         self.url = url
+        target = postgres_target(url)
+        if target.pooler:
+            prepare_threshold = None
+        self._conninfo = target.conninfo
         self._prepare_threshold = prepare_threshold
         self._lock_pool: Any = None
         self._lock_pool_guard = threading.Lock()
-        reachable(url)
+        reachable(target.conninfo)
         self._pool = ConnectionPool(
-            url,
+            target.conninfo,
             min_size=1,
-            max_size=max_connections,
+            max_size=target.pool_size or max_connections,
             kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
             open=True,
         )
@@ -89,7 +95,7 @@ class PostgresLedger(Ledger):
                 from psycopg_pool import ConnectionPool
 
                 self._lock_pool = ConnectionPool(
-                    self.url,
+                    self._conninfo,
                     min_size=0,
                     max_size=LEASE_CONNECTIONS,
                     kwargs={"autocommit": True, "prepare_threshold": self._prepare_threshold},

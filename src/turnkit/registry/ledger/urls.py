@@ -4,18 +4,31 @@ Accepted: a SQLite file (a path ending in ``.sqlite``, ``.sqlite3`` or ``.db``),
 (any path), and ``postgresql://...`` (or ``postgres://``). Anything else is refused with a
 ``StorageError`` that names what was given (credentials hidden) and what to write instead: a typo
 such as ``postgres:/u@h/db`` would otherwise become a file of that name, and so would a bare word.
+
+A PostgreSQL URL may carry two options of turnkit's own, taken out before connecting (libpq
+would refuse them): ``pooler=transaction`` says a pooler in transaction mode (PgBouncer, ...) is in
+between, and ``pool_size=N`` bounds each of turnkit's connection pools (``postgres_target``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from turnkit.errors import StorageError
 
-__all__ = ["ACCEPTED", "SQLITE_SUFFIXES", "parse_url", "shown", "sqlite_problem"]
+__all__ = [
+    "ACCEPTED",
+    "SQLITE_SUFFIXES",
+    "PostgresTarget",
+    "parse_url",
+    "postgres_target",
+    "shown",
+    "sqlite_problem",
+]
 
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 """The endings that make a bare path a SQLite file."""
@@ -34,6 +47,7 @@ def parse_url(url: str | os.PathLike[str]) -> tuple[Literal["sqlite", "postgres"
     """
     text = os.path.expanduser(os.fspath(url))
     if text.startswith(("postgresql://", "postgres://")):
+        postgres_target(text)  # a bad turnkit option is refused now, like a bad URL
         return "postgres", text
     if text.startswith("sqlite:///"):
         path = text.removeprefix("sqlite:///")
@@ -56,6 +70,58 @@ def parse_url(url: str | os.PathLike[str]) -> tuple[Literal["sqlite", "postgres"
     raise StorageError(
         f"{shown(text)!r} is neither a SQLite file nor a URL: use {ACCEPTED}{example}"
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PostgresTarget:
+    """A PostgreSQL URL with turnkit's own options read and taken out."""
+
+    conninfo: str
+    """The URL psycopg connects to: the given one without ``pooler=`` and ``pool_size=``."""
+    pooler: bool
+    """``pooler=transaction`` was given: a pooler in transaction mode is in between, so nothing
+    may rely on a session (no prepared statements; setup locks held by a transaction)."""
+    pool_size: int | None
+    """``pool_size=N``: the most connections each of turnkit's pools opens (None: its default)."""
+
+
+POOLER_MODES = ("transaction",)
+"""The values ``pooler=`` accepts (a pooler in session mode behaves as a server: no option)."""
+
+
+def postgres_target(url: str) -> PostgresTarget:
+    """``url``'s connection string and turnkit's options in it (``pooler=``, ``pool_size=``).
+
+    A URL without them is returned as given, to the character.
+
+    Raises:
+        StorageError: an option has a value turnkit does not accept.
+    """
+    base, mark, query = url.partition("?")
+    kept, pooler, pool_size = [], False, None
+    for part in query.split("&") if mark else []:
+        name, _, value = part.partition("=")
+        if name == "pooler":
+            if value not in POOLER_MODES:
+                raise StorageError(
+                    f"{shown(url)!r}: pooler={value!r} is not an option; write pooler=transaction"
+                    " when a pooler in transaction mode (PgBouncer, ...) is in between, and"
+                    " nothing for a direct connection or a pooler in session mode"
+                )
+            pooler = True
+        elif name == "pool_size":
+            if not (value.isdigit() and 0 < int(value) <= 1000):
+                raise StorageError(
+                    f"{shown(url)!r}: pool_size={value!r} is not a number of connections;"
+                    " write pool_size=N with N from 1 to 1000"
+                )
+            pool_size = int(value)
+        else:
+            kept.append(part)
+    if not pooler and pool_size is None:
+        return PostgresTarget(conninfo=url, pooler=False, pool_size=None)
+    conninfo = f"{base}?{'&'.join(kept)}" if kept else base
+    return PostgresTarget(conninfo=conninfo, pooler=pooler, pool_size=pool_size)
 
 
 def sqlite_problem(path: str | os.PathLike[str]) -> str | None:

@@ -1,0 +1,255 @@
+"""PostgreSQL storage behind PgBouncer in transaction mode (``pooler=transaction`` in the URL).
+
+A pooler in transaction mode hands each transaction whatever server connection is free, so
+nothing may live in a session: prepared statements (PgBouncer 1.18, Debian 12's, keeps none),
+session advisory locks, LISTEN. Each test gets a fresh database on the test server, reached
+through one ``pgbouncer`` started for the session (``tests/_pgbouncer.py``). Skipped without
+``TURNKIT_TEST_POSTGRES_URL``; with it, a missing ``pgbouncer`` fails (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from _pgbouncer import PgBouncer
+from _shop import Shop, prices
+from _spawn import SPAWN
+from conftest import POSTGRES_ENV, postgres_url
+from turnkit import Caller, Executor, Registry, StorageError
+from turnkit.graph import TurnContext, build_turn_graph
+from turnkit.registry.ledger import open_ledger
+from turnkit.registry.ledger.urls import postgres_target
+from turnkit.storage import open_async_storage, open_storage
+from turnkit.testing import ScriptedModel
+
+pytestmark = pytest.mark.slow  # a pgbouncer process and a database per test
+
+ALICE = TurnContext(caller=Caller.session("alice"))
+CONFIG = {"configurable": {"thread_id": "bounced-thread"}}
+SET_PRICES = {"tool_calls": [{"name": "shop_set_prices", "args": prices("TEA-0001")}]}
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[PgBouncer]:
+    """One ``pgbouncer`` (``pool_mode = transaction``) in front of the test server."""
+    server = postgres_url().partition("?")[0]  # skips (or fails in CI) without a server
+    try:
+        running = PgBouncer(server)
+    except FileNotFoundError as missing:  # a server to test on, but no pooler: not a skip
+        pytest.fail(f"{POSTGRES_ENV} is set, but {missing}")
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def database(pgbouncer) -> Iterator[str]:
+    """A fresh database's name, dropped afterwards (a schema cannot be chosen through
+    PgBouncer 1.18: it refuses the ``options`` startup parameter the other tests use)."""
+    import psycopg
+
+    server = postgres_url().partition("?")[0]
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield name
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def url(pgbouncer, database) -> str:
+    """The fresh database through PgBouncer, with the option that says so."""
+    return f"{pgbouncer.url(database)}?pooler=transaction"
+
+
+def test_sync_storage_opens_and_works_behind_pgbouncer(url):
+    with open_storage(url) as storage:
+        for round_ in range(8):  # past the ledger's default prepare threshold (5)
+            storage.ledger.set_setting("max_rounds", round_)
+            assert storage.ledger.settings() == {"max_rounds": round_}
+            assert storage.checkpointer.get_tuple(CONFIG) is None
+
+
+async def test_async_storage_opens_and_works_behind_pgbouncer(url):
+    async with open_async_storage(url) as storage:
+        for round_ in range(8):
+            await storage.ledger.aset_setting("max_rounds", round_)
+            assert await storage.ledger.asettings() == {"max_rounds": round_}
+            assert await storage.checkpointer.aget_tuple(CONFIG) is None
+
+
+def _open_at_once(url: str, barrier, mode: str) -> None:
+    """A spawned process: wait for the other, then open the storage and read through it."""
+    barrier.wait(timeout=60)
+    if mode == "async":
+
+        async def run() -> None:
+            async with open_async_storage(url) as storage:
+                await storage.checkpointer.aget_tuple(CONFIG)
+                assert await storage.ledger.asettings() == {}
+
+        asyncio.run(run())
+        return
+    with open_storage(url) as storage:
+        storage.checkpointer.get_tuple(CONFIG)
+        assert storage.ledger.settings() == {}
+
+
+@pytest.mark.parametrize("modes", [("sync", "sync"), ("sync", "async")])
+def test_two_processes_opening_one_fresh_database_at_once_both_succeed(url, modes):
+    barrier = SPAWN.Barrier(len(modes))
+    processes = [SPAWN.Process(target=_open_at_once, args=(url, barrier, m)) for m in modes]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    assert [p.exitcode for p in processes] == [0, 0]
+
+
+def _graph(storage, shop: Shop, rights, *steps):
+    executor = Executor(Registry([shop]), ledger=storage.ledger, permissions=rights)
+    model = ScriptedModel(list(steps))
+    return build_turn_graph(executor, model, checkpointer=storage.checkpointer), executor, model
+
+
+def test_a_held_write_decided_out_of_band_runs_once_on_invoke(url, shop, rights):
+    with open_storage(url) as storage:
+        storage.ledger.set_setting("api_session_write_modules", ["shop"])
+        graph, executor, model = _graph(storage, shop, rights, SET_PRICES)
+        paused = graph.invoke({"messages": [HumanMessage("cheaper tea")]}, CONFIG, context=ALICE)
+        executor.close()
+        model.assert_done()
+    (held,) = paused["__interrupt__"][0].value["confirmations"]
+    assert shop.writes() == []
+
+    with open_storage(url) as storage:  # elsewhere: Alice approves in the inbox
+        inbox = Executor(Registry([Shop(shop.log)]), ledger=storage.ledger, permissions=rights)
+        answer = inbox.confirm(held["confirmation_id"], Caller.session("alice"), "approve")
+        assert answer["status"] == "ok"
+        inbox.close()
+    assert len(shop.writes()) == 1
+
+    with open_storage(url) as storage:  # the paused run resumes: no second write
+        graph, executor, model = _graph(storage, Shop(shop.log), rights, "Prices updated.")
+        done = graph.invoke(
+            Command(resume={held["confirmation_id"]: "approve"}), CONFIG, context=ALICE
+        )
+        executor.close()
+        model.assert_done()
+        assert graph.get_state(CONFIG).next == ()
+    assert done["messages"][-1].content == "Prices updated."
+    assert len(shop.writes()) == 1
+
+
+async def test_a_held_write_decided_out_of_band_runs_once_on_ainvoke(url, shop, rights):
+    async with open_async_storage(url) as storage:
+        await storage.ledger.aset_setting("api_session_write_modules", ["shop"])
+        graph, executor, model = _graph(storage, shop, rights, SET_PRICES)
+        paused = await graph.ainvoke({"messages": [HumanMessage("tea")]}, CONFIG, context=ALICE)
+        await asyncio.to_thread(executor.close)
+        model.assert_done()
+    (held,) = paused["__interrupt__"][0].value["confirmations"]
+    assert shop.writes() == []
+
+    async with open_async_storage(url) as storage:
+        inbox = Executor(Registry([Shop(shop.log)]), ledger=storage.ledger, permissions=rights)
+        answer = await inbox.aconfirm(held["confirmation_id"], Caller.session("alice"), "approve")
+        assert answer["status"] == "ok"
+        await asyncio.to_thread(inbox.close)
+    assert len(shop.writes()) == 1
+
+    async with open_async_storage(url) as storage:
+        graph, executor, model = _graph(storage, Shop(shop.log), rights, "Prices updated.")
+        resume = Command(resume={held["confirmation_id"]: "approve"})
+        done = await graph.ainvoke(resume, CONFIG, context=ALICE)
+        await asyncio.to_thread(executor.close)
+        model.assert_done()
+        assert (await graph.aget_state(CONFIG)).next == ()
+    assert done["messages"][-1].content == "Prices updated."
+    assert len(shop.writes()) == 1
+
+
+def test_api_keys_work_behind_pgbouncer(url):
+    ledger = open_ledger(url)
+    try:
+        keys = ledger.keys
+        for _ in range(6):  # past the default prepare threshold
+            key, secret = keys.create("alice", {"shop.products:read"})
+            assert keys.by_secret(secret) == key
+            assert keys.get(key.id) == key
+        assert keys.revoke(key.id) is True
+        assert keys.revoke(key.id) is False
+        assert "was revoked" in keys.by_secret(secret).refused(now=key.created_at)
+        assert len(keys.list()) == 6
+    finally:
+        ledger.close()
+
+
+def test_the_options_are_taken_out_of_the_url_before_connecting():
+    plain = "postgresql://u@h:5/db?sslmode=disable&options=-csearch_path%3Dx"
+    assert postgres_target(plain).conninfo == plain
+    target = postgres_target("postgresql://u@h:5/db?pooler=transaction&sslmode=disable&pool_size=3")
+    assert (target.conninfo, target.pooler, target.pool_size) == (
+        "postgresql://u@h:5/db?sslmode=disable",
+        True,
+        3,
+    )
+    assert postgres_target("postgresql://u@h/db?pooler=transaction").conninfo == (
+        "postgresql://u@h/db"
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("pooler=session", "pooler='session' is not an option; write pooler=transaction"),
+        ("pooler=true", "pooler='true' is not an option; write pooler=transaction"),
+        ("pool_size=0", "pool_size='0' is not a number of connections"),
+        ("pool_size=many", "pool_size='many' is not a number of connections"),
+    ],
+)
+def test_a_bad_option_is_refused_at_once_and_says_what_to_write(option, said):
+    url = f"postgresql://u:hunter2@127.0.0.1:1/db?{option}"
+    for opener in (open_storage, open_async_storage, open_ledger):
+        with pytest.raises(StorageError, match=said) as refused:
+            opener(url)
+        assert "hunter2" not in str(refused.value)
+
+
+@pytest.mark.parametrize("opener", ["sync", "async"])
+def test_pool_size_bounds_both_pools(url, opener):
+    sized = f"{url}&pool_size=3"
+    if opener == "sync":
+        with open_storage(sized) as storage:
+            assert [storage.checkpointer.conn.max_size, storage.ledger._pool.max_size] == [3, 3]
+        return
+
+    async def run() -> None:
+        async with open_async_storage(sized) as storage:
+            assert [storage.checkpointer.conn.max_size, storage.ledger._pool.max_size] == [3, 3]
+
+    asyncio.run(run())
+
+
+def _use_without_the_option(url: str) -> None:
+    with open_storage(url) as storage:  # may break already while it sets up
+        for round_ in range(8):
+            storage.ledger.set_setting("max_rounds", round_)
+            storage.checkpointer.get_tuple(CONFIG)
+            storage.ledger.settings()
+
+
+def test_without_the_option_prepared_statements_break_behind_pgbouncer(pgbouncer, database):
+    """Why the option exists: psycopg prepares statements on a connection, PgBouncer 1.18 then
+    runs the next transaction of another client on that server connection."""
+    import psycopg
+
+    with pytest.raises(psycopg.Error, match="prepared statement") as broken:
+        _use_without_the_option(pgbouncer.url(database))
+    assert type(broken.value).__name__ in {"DuplicatePreparedStatement", "InvalidSqlStatementName"}
