@@ -10,7 +10,7 @@ before each write (``turnkit.turn.leases.fence``).
   a clock, so a lease whose expiry is still well ahead is vouched for without a query.
 - **PostgreSQL** (``PostgresLeases``, in ``ledger/postgres.py``): a transaction-level advisory
   lock held by an open transaction for the run, which the server releases the moment the
-  holder's session ends (a killed process needs no expiry); tokens come from a sequence.
+  holder's session ends (a killed process needs no expiry).
 
 Waiting, renewing and the graph's use of a lease live in ``turnkit.turn.leases``.
 """

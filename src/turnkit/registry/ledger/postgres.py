@@ -72,7 +72,6 @@ class PostgresLedger(Ledger):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             for statement in TABLES:
                 conn.execute(statement)
-            conn.execute("CREATE SEQUENCE IF NOT EXISTS turnkit_lease_tokens")
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._pool.connection() as conn:
@@ -123,10 +122,13 @@ LEASE_CONNECTIONS = 64
 _TAKE = (
     "BEGIN; SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' ||"
     " {thread}, 7)) THEN set_config('application_name', {holder} || '#' ||"
-    " nextval('turnkit_lease_tokens'), true) END"
+    " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, true) END"
 )
-"""One round trip: open the transaction, try the thread's lock, and on success draw a token and
-name the session ``holder#token`` for the transaction (what ``holder`` finds)."""
+"""One round trip: open the transaction, try the thread's lock, and on success name the session
+``holder#token`` for the transaction (what ``holder`` finds). The token is the server's clock in
+µs: a sequence would give the holding transaction an id, which holds back vacuum while it lasts.
+Sent without parameters (the simple protocol): a parameterised statement leaves a portal open
+whose snapshot would stall ``CREATE INDEX CONCURRENTLY`` elsewhere for as long as the run."""
 _HOLDER = (
     "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.granted"
@@ -144,9 +146,9 @@ class PostgresLeases(ThreadLeases):
     - The fence is the session itself: while it is open and quiet the lock is certainly held; a
       session the server ended (killed, timed out, restarted) has its socket readable (the
       server's goodbye, or end of file), and the run stops.
-    - Each taking draws a token from the ``turnkit_lease_tokens`` sequence; the session carries
-      ``holder#token`` as its ``application_name`` while it holds the lock, which is how a run
-      that finds the thread busy learns who holds it.
+    - Each taking gets a token (the server's clock in µs); the session carries ``holder#token``
+      as its ``application_name`` while it holds the lock, which is how a run that finds the
+      thread busy learns who holds it. The open transaction has no id and no snapshot.
     - Transaction-level locks work behind a pooler in transaction mode (the open transaction
       keeps its server connection). The lock's key hashes the schema and the thread id:
       advisory locks are per database, ledgers per schema.

@@ -1,0 +1,157 @@
+"""The ledger's thread leases: lock rows that expire on SQLite, advisory locks on PostgreSQL,
+memory for a checkpointer that lives in one process (``turnkit.registry.ledger.leases``)."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from conftest import postgres_url
+from turnkit.registry.ledger import open_ledger
+from turnkit.registry.ledger.leases import HOLDER, LocalLeases
+
+
+@pytest.fixture
+def sqlite(tmp_path):
+    ledger = open_ledger(str(tmp_path / "leases.sqlite"))
+    yield ledger
+    ledger.close()
+
+
+@pytest.fixture
+def postgres():
+    url = postgres_url()
+    first, second = open_ledger(url), open_ledger(url)  # two pools: two sessions' worth
+    yield url, first, second
+    first.close()
+    second.close()
+
+
+def test_a_sqlite_lease_is_one_holders_until_released_and_each_taking_has_a_new_token(sqlite):
+    leases = sqlite.thread_leases(ttl=30)
+    first = leases.take("t")
+    assert first is not None
+    assert first.token == 1
+    assert first.holder == HOLDER
+    assert leases.take("t") is None  # held
+    assert leases.holder("t") == f"{HOLDER}#1"
+    assert leases.take("other") is not None  # per thread
+    assert first.vouched()
+    assert first.confirm()
+    leases.release(first)
+    assert leases.holder("t") is None
+    second = leases.take("t")
+    assert second is not None
+    assert second.token == 2
+    assert not first.confirm()  # an old taking's token is never current again
+
+
+def test_a_sqlite_lease_expires_unless_renewed_and_a_taken_over_one_cannot_renew(sqlite):
+    leases = sqlite.thread_leases(ttl=0.4)
+    lease = leases.take("t")
+    assert lease is not None
+    time.sleep(0.25)
+    assert leases.renew(lease)  # its holder runs on: pushed ahead
+    time.sleep(0.25)
+    assert leases.take("t") is None  # renewed, so still held
+    time.sleep(0.5)
+    assert not lease.vouched()  # past its expiry, the holder cannot vouch for it alone...
+    other = leases.take("t")  # ...and another run may take it
+    assert other is not None
+    assert other.token == lease.token + 1
+    assert not lease.confirm()
+    assert not leases.renew(lease)
+
+
+def test_a_sqlite_lease_past_its_expiry_that_nobody_took_is_renewed_by_its_check(sqlite):
+    leases = sqlite.thread_leases(ttl=0.3)
+    lease = leases.take("t")
+    assert lease is not None
+    time.sleep(0.4)
+    assert not lease.vouched()
+    assert lease.confirm()  # same token: nobody took the thread, so the run may go on
+    assert lease.vouched() or lease.expires_at > time.time()
+
+
+def test_postgres_leases_exclude_other_sessions_and_name_their_holder(postgres):
+    _, first, second = postgres
+    held = first.thread_leases().take("t")
+    assert held is not None
+    assert held.vouched()
+    assert second.thread_leases().take("t") is None
+    assert second.thread_leases().holder("t") == held.name
+    assert second.thread_leases().take("another thread") is not None
+    first.thread_leases().release(held)
+    assert second.thread_leases().holder("t") is None
+    again = second.thread_leases().take("t")
+    assert again is not None
+    assert again.token > held.token
+    second.thread_leases().release(again)
+
+
+def test_a_postgres_lease_holds_no_transaction_id_or_snapshot_while_it_lasts(postgres):
+    """A lease lasts a whole run (model calls included): its open transaction must not hold back
+    vacuum, nor stall ``CREATE INDEX CONCURRENTLY`` of another process's setup."""
+    url, first, _ = postgres
+    held = first.thread_leases().take("t")
+    assert held is not None
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT state, backend_xid, backend_xmin FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (held.name,),
+        ).fetchall()
+    assert rows == [("idle in transaction", None, None)]
+    first.thread_leases().release(held)
+
+
+def test_a_postgres_lease_whose_session_ended_is_lost_and_the_thread_free(postgres):
+    url, first, second = postgres
+    held = first.thread_leases().take("t")
+    assert held is not None
+    with psycopg.connect(url, autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (held.name,),
+        ).fetchall()
+    assert ended == [(True,)]
+    deadline = time.monotonic() + 10
+    while held.vouched() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not held.vouched()
+    assert not held.confirm()
+    taken = second.thread_leases().take("t")
+    assert taken is not None
+    first.thread_leases().release(held)  # a dead session's release is quiet
+    second.thread_leases().release(taken)
+
+
+def test_postgres_leases_of_two_ledgers_in_two_schemas_do_not_meet(postgres):
+    """Advisory locks are per database; ledgers are per schema: a thread id used by two
+    applications in one database is two threads."""
+    _, first, _ = postgres
+    elsewhere = open_ledger(postgres_url())  # a fresh schema of the same database
+    try:
+        mine = first.thread_leases().take("thread-1")
+        theirs = elsewhere.thread_leases().take("thread-1")
+        assert mine is not None
+        assert theirs is not None
+        first.thread_leases().release(mine)
+        elsewhere.thread_leases().release(theirs)
+    finally:
+        elsewhere.close()
+
+
+def test_local_leases_live_in_memory():
+    leases = LocalLeases()
+    lease = leases.take("t")
+    assert lease is not None
+    assert lease.vouched()
+    assert leases.take("t") is None
+    assert leases.holder("t") == lease.name
+    leases.release(lease)
+    assert not lease.vouched()
+    assert leases.holder("t") is None
+    assert leases.take("t").token == 2
