@@ -43,9 +43,7 @@ ORDERS = (
     "CREATE TABLE IF NOT EXISTS scale_orders ("
     " thread_id TEXT NOT NULL, turn INTEGER NOT NULL, worker INTEGER NOT NULL)"
 )
-KEY = TurnContext(
-    caller=Caller.key("scale-key", scopes={"scale.orders:write"}, user_id="shopper")
-)
+KEY = TurnContext(caller=Caller.key("scale-key", scopes={"scale.orders:write"}, user_id="shopper"))
 RIGHTS = StaticPermissions({"shopper": {"scale.order"}})
 
 
@@ -57,8 +55,16 @@ class Orders:
     def __init__(self, url: str) -> None:
         from psycopg_pool import ConnectionPool
 
+        from turnkit.registry.ledger.urls import postgres_target
+
+        target = postgres_target(url)  # behind a pooler: no prepared statements
         self.pool = ConnectionPool(
-            url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=True, name="orders"
+            target.conninfo,
+            kwargs={"autocommit": True, "prepare_threshold": None if target.pooler else 5},
+            min_size=1,
+            max_size=4,
+            open=True,
+            name="orders",
         )
         with self.pool.connection() as conn:
             conn.execute(ORDERS)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -62,6 +63,8 @@ class Run:
     seconds: float = 0.0
     transactions: int = 0
     resent: int = 0
+    answered: int = 0
+    """Turns whose answer says the order was placed (now, or by the request's earlier try)."""
     worker_cpu: float = 0.0
     """CPU seconds the workers spent (user + system; a killed worker's until it died)."""
     driver_cpu: float = 0.0
@@ -168,6 +171,8 @@ async def _drive(workers: list[Worker], run: Run, kill_at: int | None, client: A
                         f"http://127.0.0.1:{worker.port}/turn", json={"thread": name, "turn": n}
                     )
                     if answer.status_code == 200:
+                        if "placed" in answer.json()["answer"]:
+                            run.answered += 1
                         break
                 except Exception:  # the worker died under the request, or is starting again
                     pass
@@ -184,10 +189,17 @@ async def _drive(workers: list[Worker], run: Run, kill_at: int | None, client: A
         await killing
 
 
-def _transactions(url: str) -> int:
+def _connect(url: str) -> Any:
+    """A connection of the driver's own to ``url`` (turnkit's URL options taken out)."""
     import psycopg
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    from turnkit.registry.ledger.urls import postgres_target
+
+    return psycopg.connect(postgres_target(url).conninfo, autocommit=True)
+
+
+def _transactions(url: str) -> int:
+    with _connect(url) as conn:
         row = conn.execute(
             "SELECT xact_commit + xact_rollback FROM pg_stat_database"
             " WHERE datname = current_database()"
@@ -197,9 +209,7 @@ def _transactions(url: str) -> int:
 
 def check(url: str, threads: int, turns: int, answered: int) -> dict[str, int]:
     """The invariants of a finished run, counted in the database at ``url``."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
+    with _connect(url) as conn:
         per_turn = conn.execute(
             "SELECT count(*) FROM scale_orders GROUP BY thread_id, turn"
         ).fetchall()
@@ -222,33 +232,33 @@ def check(url: str, threads: int, turns: int, answered: int) -> dict[str, int]:
     }
 
 
-async def _run(base: str, run: Run, concurrency: int, latency: float, folder: Path) -> None:
+async def _run(url: str, run: Run, concurrency: int, latency: float, folder: Path) -> None:
     import httpx
 
-    with _common.postgres_schema(base) as url:
-        workers = [
-            Worker(url, concurrency, latency, folder / f"worker-{run.workers}-{i}.log")
-            for i in range(run.workers)
-        ]
-        limits = httpx.Limits(max_connections=run.threads, max_keepalive_connections=run.threads)
-        timeout = httpx.Timeout(120.0)
-        try:
-            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-                for worker in workers:  # one at a time: the first sets up the schema
-                    worker.start()
-                    await worker.ready(client)
-                kill_at = run.threads * run.turns // 3 if run.killed else None
-                before = await asyncio.to_thread(_transactions, url)
-                cpu = sum(w.cpu() for w in workers), time.process_time()
-                await _drive(workers, run, kill_at, client)
-                run.worker_cpu += sum(w.cpu() for w in workers) - cpu[0]
-                run.driver_cpu = time.process_time() - cpu[1]
-        finally:
-            for worker in workers:
-                worker.stop()  # a session flushes its statistics when it ends
-        run.transactions = await asyncio.to_thread(_transactions, url) - before
-        answered = run.threads * run.turns  # _drive returns only once every turn is answered
-        run.checks = await asyncio.to_thread(check, url, run.threads, run.turns, answered)
+    workers = [
+        Worker(url, concurrency, latency, folder / f"worker-{run.workers}-{i}.log")
+        for i in range(run.workers)
+    ]
+    limits = httpx.Limits(max_connections=run.threads, max_keepalive_connections=run.threads)
+    timeout = httpx.Timeout(120.0)
+    try:
+        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            workers[0].start()  # the first alone: it sets up the schema
+            await workers[0].ready(client)
+            for worker in workers[1:]:
+                worker.start()
+            await asyncio.gather(*(worker.ready(client) for worker in workers[1:]))
+            kill_at = run.threads * run.turns // 3 if run.killed else None
+            before = await asyncio.to_thread(_transactions, url)
+            cpu = sum(w.cpu() for w in workers), time.process_time()
+            await _drive(workers, run, kill_at, client)
+            run.worker_cpu += sum(w.cpu() for w in workers) - cpu[0]
+            run.driver_cpu = time.process_time() - cpu[1]
+    finally:
+        for worker in workers:
+            worker.stop()  # a session flushes its statistics when it ends
+    run.transactions = await asyncio.to_thread(_transactions, url) - before
+    run.checks = await asyncio.to_thread(check, url, run.threads, run.turns, run.answered)
 
 
 def scale_out(
@@ -260,14 +270,19 @@ def scale_out(
     concurrency: int = 4,
     latency: float = 0.05,
     kill: bool = False,
+    fresh_schema: bool = True,
     folder: Path | None = None,
 ) -> Run:
-    """One run of ``workers`` workers on a fresh schema of the server at ``base``."""
+    """One run of ``workers`` workers on a fresh schema of the server at ``base`` (or, with
+    ``fresh_schema=False``, on the database ``base`` names, which must be fresh: through
+    PgBouncer, which cannot choose a schema)."""
     import tempfile
 
     run = Run(workers, threads, turns, killed=kill)
-    with tempfile.TemporaryDirectory(prefix="turnkit-scale-") as scratch:
-        asyncio.run(_run(base, run, concurrency, latency, folder or Path(scratch)))
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="turnkit-scale-"))
+        url = stack.enter_context(_common.postgres_schema(base)) if fresh_schema else base
+        asyncio.run(_run(url, run, concurrency, latency, folder or Path(scratch)))
     return run
 
 

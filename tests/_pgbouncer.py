@@ -73,9 +73,12 @@ class PgBouncer:
             account = pwd.getpwnam("postgres")
             os.chown(self.folder, account.pw_uid, account.pw_gid)
             user = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
-        self._process = subprocess.Popen(
-            [binary, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **user
-        )
+        # pgbouncer logs every connection to stderr too: to a file, never to a pipe nobody reads
+        # (a full pipe stops pgbouncer mid-write, and every client with it)
+        with (self.folder / "stderr.log").open("w") as stderr:
+            self._process = subprocess.Popen(
+                [binary, str(ini)], stdout=subprocess.DEVNULL, stderr=stderr, **user
+            )
         try:
             self._wait(timeout)
         except BaseException:
@@ -97,7 +100,7 @@ class PgBouncer:
         deadline = time.monotonic() + timeout
         while True:
             if self._process.poll() is not None:
-                stderr = self._process.stderr.read() if self._process.stderr else ""
+                stderr = (self.folder / "stderr.log").read_text()
                 raise RuntimeError(f"pgbouncer exited at start: {stderr}{self.log()}")
             try:
                 psycopg.connect(self.url("postgres"), connect_timeout=2).close()

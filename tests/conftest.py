@@ -17,6 +17,7 @@ import pytest
 from _agent_runs import AGENT_MODES, AgentRuns
 from _modes import RUN_MODES, Turns
 from _openai_server import OpenAIServer
+from _pgbouncer import PgBouncer
 from _shop import Shop
 from turnkit import Caller, Registry, StaticPermissions
 from turnkit.registry.executor import Executor
@@ -207,3 +208,30 @@ def no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No real key or endpoint leaks in: every model of the test talks to a local server."""
     for name in [n for n in os.environ if n.startswith("OPENAI_")]:
         monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[PgBouncer]:
+    """One ``pgbouncer`` (``pool_mode = transaction``) in front of the test server."""
+    server = postgres_url().partition("?")[0]  # skips (or fails in CI) without a server
+    try:
+        running = PgBouncer(server)
+    except FileNotFoundError as missing:  # a server to test on, but no pooler: not a skip
+        pytest.fail(f"{POSTGRES_ENV} is set, but {missing}")
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def database(pgbouncer) -> Iterator[str]:
+    """A fresh database's name, dropped afterwards (a schema cannot be chosen through
+    PgBouncer 1.18: it refuses the ``options`` startup parameter the other tests use)."""
+    import psycopg
+
+    server = postgres_url().partition("?")[0]
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield name
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

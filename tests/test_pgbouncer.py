@@ -10,17 +10,13 @@ through one ``pgbouncer`` started for the session (``tests/_pgbouncer.py``). Ski
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from _pgbouncer import PgBouncer
 from _shop import Shop, prices
 from _spawn import SPAWN
-from conftest import POSTGRES_ENV, postgres_url
 from turnkit import Caller, Executor, Registry, StorageError
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.registry.ledger import open_ledger
@@ -33,33 +29,6 @@ pytestmark = pytest.mark.slow  # a pgbouncer process and a database per test
 ALICE = TurnContext(caller=Caller.session("alice"))
 CONFIG = {"configurable": {"thread_id": "bounced-thread"}}
 SET_PRICES = {"tool_calls": [{"name": "shop_set_prices", "args": prices("TEA-0001")}]}
-
-
-@pytest.fixture(scope="session")
-def pgbouncer() -> Iterator[PgBouncer]:
-    """One ``pgbouncer`` (``pool_mode = transaction``) in front of the test server."""
-    server = postgres_url().partition("?")[0]  # skips (or fails in CI) without a server
-    try:
-        running = PgBouncer(server)
-    except FileNotFoundError as missing:  # a server to test on, but no pooler: not a skip
-        pytest.fail(f"{POSTGRES_ENV} is set, but {missing}")
-    yield running
-    running.close()
-
-
-@pytest.fixture
-def database(pgbouncer) -> Iterator[str]:
-    """A fresh database's name, dropped afterwards (a schema cannot be chosen through
-    PgBouncer 1.18: it refuses the ``options`` startup parameter the other tests use)."""
-    import psycopg
-
-    server = postgres_url().partition("?")[0]
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield name
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @pytest.fixture
