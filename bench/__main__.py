@@ -25,7 +25,16 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from bench import checkpoint_growth, concurrency, fit, for_model, server, turn_overhead, validate
+from bench import (
+    checkpoint_growth,
+    concurrency,
+    fit,
+    for_model,
+    scale_out,
+    server,
+    turn_overhead,
+    validate,
+)
 
 Scenario = Callable[[bool], list[dict[str, Any]]]
 
@@ -70,6 +79,7 @@ SCENARIOS: dict[str, Scenario] = {
     "checkpoint_growth": checkpoint_growth.run,
     "concurrency": concurrency.run,
     "server": server.run,
+    "scale_out": scale_out.run,
 }
 
 
