@@ -329,3 +329,24 @@ def test_a_permissions_option_that_does_not_load_says_why(app):
     assert done.returncode == 2
     assert "--permissions '_cli_app:nope' could not be loaded" in flat(done.stdout)
     assert app.status(cid) == "pending"
+
+
+def test_chat_on_a_thread_another_program_is_running_says_so_and_stays_alive(tmp_path):
+    """A second ``turnkit chat`` (or any program) on the same thread and database: the thread's
+    lease keeps this one out, and the person is told why, not shown a traceback."""
+    (tmp_path / ".turnkit").mkdir()
+    ledger = open_ledger(tmp_path / ".turnkit" / "turnkit.sqlite")
+    held = ledger.thread_leases().take("t4")  # another program is in a turn on thread t4
+    assert held is not None
+    child = spawn_chat(tmp_path, "--thread", "t4")
+    child.logfile_read = shown = io.StringIO()
+    child.sendline("make the first product cheaper")
+    child.expect(words("thread t4 is busy: another turnkit chat or program"))
+    child.expect(words("nothing was sent; wait for it to end, then type again"))
+    child.expect("you>")
+    ledger.thread_leases().release(held)  # that program's turn ended
+    ask_for_a_price_change(child)
+    child.sendcontrol("c")
+    child.expect(pexpect.EOF)
+    ledger.close()
+    assert "Traceback" not in shown.getvalue()

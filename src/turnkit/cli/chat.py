@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from turnkit.cli import render
+from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.registry.executor import Executor
 from turnkit.registry.json_limits import json_problem
 from turnkit.turn.context import TurnContext
@@ -157,6 +158,18 @@ def turn(
         run_turn(graph, request, config, context, console, decide)
     except Left:
         raise
+    except LeaseLost:
+        console.print(
+            "[yellow]the turn stopped: another program took this thread while it ran[/]\n[dim]what"
+            " was said before is kept; type again to go on from there[/]"
+        )
+    except ThreadBusy as busy:
+        who = f" ({escape(busy.holder)})" if busy.holder else ""
+        console.print(
+            f"[yellow]thread {escape(busy.thread_id)} is busy: another turnkit chat or program"
+            f"{who} is running a turn on it[/]\n[dim]nothing was sent; wait for it to end, then"
+            " type again[/]"
+        )
     except Exception as exc:  # the model's server, a tool's code: say it, keep the chat alive
         if os.environ.get("TURNKIT_DEBUG"):
             raise
