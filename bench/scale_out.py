@@ -53,6 +53,8 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
 
 WORKER = Path(__file__).resolve().parent / "_scale_worker.py"
 TARGET_SPEEDUP = 3.0
+ATTEMPTS = 20
+"""Tries per turn before it counts as unanswered (a worker restarting takes a few)."""
 
 
 @dataclass
@@ -71,6 +73,9 @@ class Run:
     """CPU seconds the workers spent (user + system; a killed worker's until it died)."""
     driver_cpu: float = 0.0
     killed: bool = False
+    twice: bool = False
+    """Every turn sent to two workers at once (a client's retry that crossed the first try): only
+    the thread's lease keeps the two runs from both placing the order and forking the chain."""
     checks: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -163,23 +168,29 @@ async def _drive(workers: list[Worker], run: Run, kill_at: int | None, client: A
         victim.start()
         await victim.ready(client)
 
+    async def deliver(name: str, n: int) -> bool:
+        """Send turn ``n`` until a worker answers it; whether the answer says it was placed.
+        A turn no worker answers in ``ATTEMPTS`` tries is given up (the run's checks say so)."""
+        for _ in range(ATTEMPTS):
+            worker = random.choice(workers)
+            try:
+                answer = await client.post(
+                    f"http://127.0.0.1:{worker.port}/turn", json={"thread": name, "turn": n}
+                )
+                if answer.status_code == 200:
+                    return "placed" in answer.json()["answer"]
+            except Exception:  # the worker died under the request, or is starting again
+                pass
+            run.resent += 1
+            await asyncio.sleep(0.05)
+        return False
+
     async def thread(name: str) -> None:
         nonlocal done, killing
         for n in range(run.turns):
-            while True:
-                worker = random.choice(workers)
-                try:
-                    answer = await client.post(
-                        f"http://127.0.0.1:{worker.port}/turn", json={"thread": name, "turn": n}
-                    )
-                    if answer.status_code == 200:
-                        if "placed" in answer.json()["answer"]:
-                            run.answered += 1
-                        break
-                except Exception:  # the worker died under the request, or is starting again
-                    pass
-                run.resent += 1
-                await asyncio.sleep(0.05)
+            copies = 2 if run.twice else 1  # twice: two workers race for the same turn
+            answers = await asyncio.gather(*(deliver(name, n) for _ in range(copies)))
+            run.answered += any(answers)
             done += 1
             if kill_at is not None and done == kill_at and killing is None:
                 killing = asyncio.create_task(crash_and_restart(random.choice(workers)))
@@ -272,6 +283,7 @@ def scale_out(
     concurrency: int = 4,
     latency: float = 0.05,
     kill: bool = False,
+    twice: bool = False,
     fresh_schema: bool = True,
     folder: Path | None = None,
 ) -> Run:
@@ -280,7 +292,7 @@ def scale_out(
     PgBouncer, which cannot choose a schema)."""
     import tempfile
 
-    run = Run(workers, threads, turns, killed=kill)
+    run = Run(workers, threads, turns, killed=kill, twice=twice)
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="turnkit-scale-"))
         url = stack.enter_context(_common.postgres_schema(base)) if fresh_schema else base

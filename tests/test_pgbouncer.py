@@ -222,3 +222,54 @@ def test_without_the_option_prepared_statements_break_behind_pgbouncer(pgbouncer
     with pytest.raises(psycopg.Error, match="prepared statement") as broken:
         _use_without_the_option(pgbouncer.url(database))
     assert type(broken.value).__name__ in {"DuplicatePreparedStatement", "InvalidSqlStatementName"}
+
+
+def test_behind_the_pooler_leases_are_rows_and_exclude_across_ledgers(url):
+    from turnkit.registry.ledger.leases import ThreadLeases
+    from turnkit.registry.ledger.postgres import PostgresLeases
+
+    first, second = open_ledger(url), open_ledger(url)
+    try:
+        leases = first.thread_leases(ttl=30)
+        assert type(leases) is ThreadLeases
+        assert not isinstance(leases, PostgresLeases)
+        held = leases.take("t")
+        assert held is not None
+        assert held.vouched()
+        assert second.thread_leases().take("t") is None
+        assert second.thread_leases().holder("t") == held.name
+        leases.release(held)
+        assert second.thread_leases().take("t") is not None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_more_turns_at_once_than_the_pooler_has_server_connections_all_finish(url):
+    """A lease held as an open transaction would pin a server connection for the whole turn:
+    with more turns at once than PgBouncer's pool (20), none would find one for its checkpoint.
+    Behind the pooler a lease is a row, so all 30 turns finish."""
+    import time as clock
+
+    def slow(messages, tools):
+        clock.sleep(0.5)  # the model thinks while the turn holds its thread
+        return "Done."
+
+    async def main():
+        async with open_async_storage(url) as storage:
+            executor = Executor(Registry([]), ledger=storage.ledger)
+            graph = build_turn_graph(
+                executor, ScriptedModel([slow] * 30), checkpointer=storage.checkpointer
+            )
+            runs = [
+                graph.ainvoke(
+                    {"messages": [HumanMessage("hi")]},
+                    {"configurable": {"thread_id": f"crowd-{n}"}},
+                    context=ALICE,
+                )
+                for n in range(30)
+            ]
+            return await asyncio.wait_for(asyncio.gather(*runs), 120)
+
+    outs = asyncio.run(main())
+    assert [out["messages"][-1].content for out in outs] == ["Done."] * 30

@@ -231,10 +231,9 @@ def test_a_run_that_lost_its_lease_writes_no_further_checkpoint(tmp_path, shop, 
             assert lease is not None
             assert lease.thread_id == "t"
             # the run stalls past its lease's expiry (its renewer stalled with it)...
-            lease.expires_at = time.time() - 1
+            lease.deadline = time.monotonic() - 1
             storage.ledger._run(
-                "UPDATE turnkit_thread_leases SET expires_at = ? WHERE thread_id = ?",
-                (lease.expires_at, "t"),
+                "UPDATE turnkit_thread_leases SET expires_at = 1 WHERE thread_id = ?", ("t",)
             )
             # ...and another run takes the thread meanwhile
             assert storage.ledger.thread_leases().take("t") is not None
@@ -281,3 +280,25 @@ def test_the_fenced_saver_passes_on_every_method_of_a_langgraph_saver():
     }
     missing = {name for name in public if name not in vars(FencedSaver)}
     assert not missing, f"FencedSaver does not pass on: {sorted(missing)}"
+
+
+def test_a_durable_checkpointer_with_an_executors_temporary_ledger_is_warned_about(
+    tmp_path, caplog
+):
+    """The lease lives in the executor's ledger: a temporary one covers this process only."""
+    from turnkit import Executor, Registry
+
+    with open_storage(tmp_path / "t.sqlite") as storage:
+        with caplog.at_level("WARNING", logger="turnkit.graph"):
+            build_turn_graph(
+                Executor(Registry([])), ScriptedModel([]), checkpointer=storage.checkpointer
+            )
+        assert "ledger=storage.ledger" in caplog.text
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="turnkit.graph"):
+            executor = Executor(Registry([]), ledger=storage.ledger)
+            build_turn_graph(executor, ScriptedModel([]), checkpointer=storage.checkpointer)
+            build_turn_graph(
+                Executor(Registry([])), ScriptedModel([]), checkpointer=InMemorySaver()
+            )
+        assert caplog.text == ""

@@ -153,7 +153,9 @@ class Deployment:
                 executor = self._make_executor()
                 try:
                     model = self._make_model()
-                    graph = build_turn_graph(executor, model, default_caller=self.default_caller)
+                    graph = build_turn_graph(
+                        executor, model, default_caller=self.default_caller, busy_timeout=5
+                    )  # a run the server cancelled may still be giving its thread back
                 except BaseException:
                     executor.close()
                     executor.ledger.close()

@@ -8,10 +8,12 @@ inline in both.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -36,6 +38,8 @@ from turnkit.turn.state import TurnOutput, TurnState
 from turnkit.turn.views import VIEWS
 
 __all__ = ["build_turn_graph", "builder", "leased"]
+
+log = logging.getLogger("turnkit.graph")
 
 
 def _twin(name: str, sync: Callable[..., Any], async_: Callable[..., Any], bound: Bound) -> Any:
@@ -138,6 +142,13 @@ def build_turn_graph(
         ...              {"configurable": {"thread_id": "t1"}},
         ...              context=TurnContext(caller=Caller.session("u_1")))  # doctest: +SKIP
     """
+    if executor.ledger_is_temporary and durable(checkpointer):
+        log.warning(
+            "the turn graph's checkpoints are durable, but its executor keeps its ledger in a"
+            " temporary file of its own: its held writes, idempotency records and thread leases"
+            " end with this process. Give the executor the storage's ledger:"
+            " Executor(registry, ledger=storage.ledger)"
+        )
     graph = builder(executor, model, settings=settings, default_caller=default_caller)
     compiled = leased(
         graph.compile(checkpointer=checkpointer, store=store, name="turnkit"),
@@ -149,6 +160,13 @@ def build_turn_graph(
     if busy_timeout:
         configurable[BUSY_TIMEOUT_KEY] = busy_timeout
     return compiled.with_config({"configurable": configurable}) if configurable else compiled
+
+
+def durable(checkpointer: Any) -> bool:
+    """Whether ``checkpointer`` keeps checkpoints beyond this process (not ``InMemorySaver``)."""
+    return isinstance(checkpointer, BaseCheckpointSaver) and not isinstance(
+        checkpointer, InMemorySaver
+    )
 
 
 def leased(compiled: CompiledStateGraph[Any, Any, Any, Any], leases: Leases) -> TurnGraph:

@@ -10,7 +10,6 @@ before it writes again. Every other call goes straight to the saver it wraps;
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -26,7 +25,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 
 from turnkit.registry.ledger.leases import LocalLeases
-from turnkit.turn.leases import Leases, fence, lease_of
+from turnkit.turn.leases import Leases, afence_run, fence_run
 
 __all__ = ["FencedSaver", "fenced"]
 
@@ -44,18 +43,6 @@ def fenced(saver: BaseCheckpointSaver[Any], leases: Leases) -> FencedSaver:
     if isinstance(saver, InMemorySaver):
         leases = _LOCAL.setdefault(saver, LocalLeases())
     return FencedSaver(saver, leases)
-
-
-async def _afence(config: RunnableConfig) -> None:
-    lease = lease_of(config)
-    if lease is not None and not lease.vouched():
-        await asyncio.to_thread(fence, lease)
-
-
-def _fence(config: RunnableConfig) -> None:
-    lease = lease_of(config)
-    if lease is not None:
-        fence(lease)
 
 
 class FencedSaver(BaseCheckpointSaver[Any]):
@@ -96,7 +83,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        _fence(config)
+        fence_run(config)
         return self.saver.put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
@@ -106,7 +93,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        _fence(config)
+        fence_run(config)
         self.saver.put_writes(config, writes, task_id, task_path)
 
     async def aput(
@@ -116,7 +103,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        await _afence(config)
+        await afence_run(config)
         return await self.saver.aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -126,7 +113,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await _afence(config)
+        await afence_run(config)
         await self.saver.aput_writes(config, writes, task_id, task_path)
 
     # --- everything else: passed on ---------------------------------------------------------

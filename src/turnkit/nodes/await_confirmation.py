@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import ValidationError
@@ -26,6 +27,7 @@ from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
+from turnkit.turn.leases import afence_run, fence_run
 from turnkit.turn.state import HeldCall, TurnState
 
 __all__ = [
@@ -46,7 +48,10 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     held = state.get("held") or []
     pending, done = split_held(held, [executor.confirmation(h["confirmation_id"]) for h in held])
     problems: dict[str, str] = {}
-    for cid, decision in ask_decisions(pending, held, bound).items():
+    decisions = ask_decisions(pending, held, bound)
+    if decisions:
+        fence_run(get_config())  # a run that lost its thread applies no decision
+    for cid, decision in decisions.items():
         answer = executor.confirm(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, executor.confirmation(cid), done, problems)
     overrides = executor.ledger.settings()  # a resumed run reads the settings anew
@@ -64,7 +69,10 @@ async def aawait_confirmation(
         held, [await executor.aconfirmation(h["confirmation_id"]) for h in held]
     )
     problems: dict[str, str] = {}
-    for cid, decision in ask_decisions(pending, held, bound).items():
+    decisions = ask_decisions(pending, held, bound)
+    if decisions:
+        await afence_run(get_config())  # a run that lost its thread applies no decision
+    for cid, decision in decisions.items():
         answer = await executor.aconfirm(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
     overrides = await executor.ledger.asettings()  # a resumed run reads the settings anew

@@ -24,7 +24,7 @@ from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import answered
 from turnkit.nodes.tools import held
 from turnkit.registry._steps import KEY_LIMIT
-from turnkit.turn.leases import fence, lease_of
+from turnkit.turn.leases import afence_run, fence_run
 from turnkit.turn.state import PendingCall, TurnState
 
 __all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
@@ -72,8 +72,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     settings, turn = bound.turn_settings(state)
-    if (lease := lease_of(get_config())) is not None:
-        fence(lease)
+    fence_run(get_config())
 
     def run(call: PendingCall) -> dict[str, Any]:
         control = _control(runtime, call, bound)
@@ -97,8 +96,7 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     settings, turn = await bound.aturn_settings(state)
-    if (lease := lease_of(get_config())) is not None and not lease.vouched():
-        await asyncio.to_thread(fence, lease)
+    await afence_run(get_config())
     results = await asyncio.gather(
         *(
             executor.aexecute(

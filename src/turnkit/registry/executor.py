@@ -86,6 +86,8 @@ class Executor:
         self._checked: set[tuple[str | None, frozenset[str]]] = set()  # see _warn_switch
         self._shown: dict[tuple[Any, ...], list[Tool]] = {}  # visible tools by every input
         self._forget: Callable[[], None] = lambda: None
+        self.ledger_is_temporary = ledger is None
+        """Whether the ledger is the executor's own temporary file (no ``ledger`` was given)."""
         if ledger is None:  # a ledger of its own, removed with its folder on close (or collection)
             folder = tempfile.mkdtemp(prefix="turnkit-")
             ledger = SqliteLedger(Path(folder) / "ledger.sqlite")

@@ -8,6 +8,8 @@ to every node and to every checkpoint write of the run; ``fence`` is the check b
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -16,12 +18,23 @@ from typing import Any
 from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.registry.ledger.leases import Lease, LocalLeases, ThreadLeases
 
-__all__ = ["LEASE_KEY", "agive_back", "atake", "fence", "give_back", "lease_of", "take"]
+__all__ = [
+    "LEASE_KEY",
+    "afence_run",
+    "agive_back",
+    "atake",
+    "fence",
+    "fence_run",
+    "give_back",
+    "lease_of",
+    "take",
+]
 
 LEASE_KEY = "__turnkit_lease"
 """The run config's key for the run's ``Lease`` (``__``: LangGraph keeps it out of metadata)."""
 
 Leases = ThreadLeases | LocalLeases
+log = logging.getLogger("turnkit.leases")
 
 
 def lease_of(config: Mapping[str, Any] | None) -> Lease | None:
@@ -45,6 +58,20 @@ def fence(lease: Lease) -> None:
         thread_id=lease.thread_id,
         holder=lease.leases.holder(lease.thread_id),
     )
+
+
+def fence_run(config: Mapping[str, Any] | None) -> None:
+    """``fence`` the lease of the run whose config this is (none: nothing to check)."""
+    lease = lease_of(config)
+    if lease is not None:
+        fence(lease)
+
+
+async def afence_run(config: Mapping[str, Any] | None) -> None:
+    """``fence_run`` without blocking the event loop: the database, when asked, in a thread."""
+    lease = lease_of(config)
+    if lease is not None and not lease.vouched():
+        await asyncio.to_thread(fence, lease)
 
 
 def _busy(leases: Leases, thread_id: str, wait: float) -> ThreadBusy:
@@ -79,12 +106,20 @@ def take(leases: Leases, thread_id: str, wait: float) -> Lease:
 
 
 async def atake(leases: Leases, thread_id: str, wait: float) -> Lease:
-    """``take`` without blocking the event loop (a database is asked in a worker thread)."""
+    """``take`` without blocking the event loop (a database is asked in a worker thread).
+
+    Cancelled while it asks (a run's timeout, a client gone), it gives back the lease the
+    question may still win: a worker thread cannot be stopped, and its answer would be lost."""
 
     async def attempt() -> Lease | None:
-        if isinstance(leases, LocalLeases):  # memory only: nothing blocks
+        if not leases.blocking:
             return leases.take(thread_id)
-        return await asyncio.to_thread(leases.take, thread_id)
+        asking = _Asking(leases, thread_id)
+        try:
+            return await asyncio.to_thread(asking)
+        except asyncio.CancelledError:
+            asking.abandon()
+            raise
 
     deadline = time.monotonic() + wait
     delay = 0.01
@@ -98,27 +133,66 @@ async def atake(leases: Leases, thread_id: str, wait: float) -> Lease:
     return lease
 
 
+class _Asking:
+    """One question for a lease, asked in a worker thread, that its asker may abandon (it was
+    cancelled): a worker thread cannot be stopped, so a lease it wins after that, or won just
+    before, is given back rather than left held until it expires."""
+
+    def __init__(self, leases: Leases, thread_id: str) -> None:
+        self.leases, self.thread_id = leases, thread_id
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._won: Lease | None = None
+
+    def __call__(self) -> Lease | None:
+        lease = self.leases.take(self.thread_id)
+        with self._lock:
+            if not self._abandoned:
+                self._won = lease
+                return lease
+        if lease is not None:
+            give_back(lease)
+        return None
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            won, self._won = self._won, None
+        if won is not None:  # won, but the asker was gone before it heard: release off the loop
+            threading.Thread(target=give_back, args=(won,), name="turnkit-lease-release").start()
+
+
 def give_back(lease: Lease) -> None:
-    """End the lease (its run is over: finished, paused at an interrupt, or failed)."""
+    """End the lease (its run is over: finished, paused at an interrupt, or failed). A release
+    that fails is logged, never raised: it must not replace the run's own outcome, and the
+    thread is freed anyway when the lease expires or its session ends."""
     _RENEWER.discard(lease)
-    lease.leases.release(lease)
+    try:
+        lease.leases.release(lease)
+    except Exception:  # the database's own error, whichever backend: logged, see above
+        log.warning("could not give back the lease %s on thread %r", lease.name,
+                    lease.thread_id, exc_info=True)  # fmt: skip
 
 
 async def agive_back(lease: Lease) -> None:
     """``give_back`` without blocking the event loop; it completes even if the awaiting task is
     cancelled meanwhile (the release runs on in its worker thread)."""
-    if isinstance(lease.leases, LocalLeases):
+    if not lease.leases.blocking:
         give_back(lease)
         return
     await asyncio.shield(asyncio.to_thread(give_back, lease))
 
 
 class _Renewer:
-    """One daemon thread per process renewing the leases that expire (SQLite rows) while their
+    """One daemon thread per process renewing the leases that expire (lock rows) while their
     runs go on, at a third of their time to live. A lease it cannot renew (another run took the
     thread after this process stalled past the expiry) fails that run's next ``fence``."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Start empty: in a child made by ``fork``, the parent's thread does not exist."""
         self._leases: set[Lease] = set()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -145,22 +219,26 @@ class _Renewer:
             with self._wake:
                 while not self._leases:
                     self._wake.wait()
-                due = [x for x in self._leases if x.expires_at - time.time() < _ttl(x) * 2 / 3]
+                now = time.monotonic()
+                due = [x for x in self._leases if x.deadline - now < _ttl(x) * 2 / 3]
                 pause = min(_ttl(x) for x in self._leases) / 6
             for lease in due:
                 try:
                     renewed = lease.leases.renew(lease)
-                except Exception:  # the database is unreachable: try again next time
+                except Exception:  # the database is unreachable now: try again next time
+                    log.warning("could not renew the lease %s", lease.name, exc_info=True)
                     continue
-                if not renewed:
-                    lease.expires_at = 0.0  # lost: its next fence asks, and fails
+                if not renewed:  # taken over, or given back meanwhile
+                    lease.deadline = 0.0  # its next fence asks, and fails if it was taken
                     self.discard(lease)
             with self._wake:
                 self._wake.wait(max(pause, 0.02))
 
 
 def _ttl(lease: Lease) -> float:
-    return getattr(lease.leases, "ttl", 30.0)
+    assert isinstance(lease.leases, ThreadLeases)  # only expiring leases are renewed
+    return lease.leases.ttl
 
 
 _RENEWER = _Renewer()
+os.register_at_fork(after_in_child=_RENEWER._reset)

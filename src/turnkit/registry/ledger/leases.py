@@ -4,13 +4,17 @@ A run that writes a thread's checkpoints takes the thread's lease first and give
 end. Each taking gets a new **fencing token**, and a run checks that the thread is still its own
 before each write (``turnkit.turn.leases.fence``).
 
-- **SQLite** (``ThreadLeases``): a lock row with an expiry. Taking it is one conditional upsert
-  (``... WHERE expires_at <= now``), atomic across processes; the holder renews it while it runs;
-  a holder that died is replaced once its expiry has passed. Processes sharing a SQLite file share
-  a clock, so a lease whose expiry is still well ahead is vouched for without a query.
-- **PostgreSQL** (``PostgresLeases``, in ``ledger/postgres.py``): a transaction-level advisory
-  lock held by an open transaction for the run, which the server releases the moment the
-  holder's session ends (a killed process needs no expiry).
+- **Lock rows with an expiry** (``ThreadLeases``: SQLite, and PostgreSQL behind a pooler in
+  transaction mode, where no session outlives a transaction). Taking is one conditional upsert
+  (``... WHERE expires_at <= now RETURNING token``), atomic across processes; the holder renews
+  the row while it runs; a holder that died is replaced once its expiry has passed. Expiries are
+  written and compared in the database's clock, so the clocks of the machines do not matter; a
+  holder vouches for its lease from its own monotonic clock, started before it asked (the row
+  cannot expire sooner than that).
+- **Advisory locks** (``PostgresLeases``, in ``ledger/postgres.py``: PostgreSQL, directly): a
+  transaction-level lock held by an open transaction for the run, which the server releases the
+  moment the holder's session ends (a killed process needs no expiry).
+- **Process memory** (``LocalLeases``), for a checkpointer that lives in one process.
 
 Waiting, renewing and the graph's use of a lease live in ``turnkit.turn.leases``.
 """
@@ -32,24 +36,22 @@ __all__ = ["HOLDER", "Lease", "LocalLeases", "ThreadLeases"]
 HOLDER = f"{socket.gethostname()}:{os.getpid()}"
 """Who holds a lease taken by this process (host and pid), shown to the run that finds it busy."""
 
-_TAKE = (
-    "INSERT INTO turnkit_thread_leases (thread_id, token, holder, expires_at) VALUES (?, 1, ?, ?)"
-    " ON CONFLICT (thread_id) DO UPDATE SET token = turnkit_thread_leases.token + 1,"
-    " holder = excluded.holder, expires_at = excluded.expires_at"
-    " WHERE turnkit_thread_leases.expires_at <= ?"
-    " RETURNING token"
-)
+SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+"""SQLite's clock, in seconds since 1970 (``unixepoch('subsec')`` needs SQLite 3.42)."""
+POSTGRES_NOW = "extract(epoch FROM clock_timestamp())::double precision"
+"""PostgreSQL's clock, in seconds since 1970."""
 
 
 @dataclass(eq=False)
 class Lease:
-    """One run's hold on one thread: its fencing token, and until when it is held."""
+    """One run's hold on one thread: its fencing token, and until when it is surely held."""
 
     thread_id: str
     token: int
     holder: str
-    expires_at: float
-    """Wall-clock time the lease ends unless renewed (``inf`` where it needs no renewal)."""
+    deadline: float
+    """``time.monotonic()`` until which no other run can take the lease (``inf``: until it is
+    given back, or its database session ends)."""
     leases: ThreadLeases | LocalLeases = field(repr=False)
     session: Any = field(default=None, repr=False)
     """The backend's hold (PostgreSQL: the connection whose transaction holds the lock)."""
@@ -69,45 +71,61 @@ class Lease:
 
 
 class ThreadLeases:
-    """The lease operations of a ledger (SQLite: a lock row with expiry), SQL written once."""
+    """Lease rows with an expiry in a ledger's database, SQL written once for every backend."""
 
     renews = True
     """Whether a holder must renew its leases while it runs (rows with expiry do)."""
+    blocking = True
+    """Whether its operations wait on a database (async code runs them in a worker thread)."""
 
-    def __init__(self, ledger: Ledger, ttl: float = 30.0) -> None:
+    def __init__(self, ledger: Ledger, ttl: float = 30.0, *, now: str = SQLITE_NOW) -> None:
         self.ledger = ledger
         self.ttl = ttl
+        self._take = (
+            "INSERT INTO turnkit_thread_leases (thread_id, token, holder, expires_at)"
+            f" VALUES (?, 1, ?, {now} + ?) ON CONFLICT (thread_id) DO UPDATE"
+            " SET token = turnkit_thread_leases.token + 1, holder = excluded.holder,"
+            f" expires_at = excluded.expires_at WHERE turnkit_thread_leases.expires_at <= {now}"
+            " RETURNING token"
+        )
+        self._renew = (  # a released row (expiry 0) stays released: a late renewal is refused
+            f"UPDATE turnkit_thread_leases SET expires_at = {now} + ?"
+            " WHERE thread_id = ? AND token = ? AND expires_at > 0"
+        )
+        self._holder = (
+            "SELECT holder, token FROM turnkit_thread_leases"
+            f" WHERE thread_id = ? AND expires_at > {now}"
+        )
 
     def take(self, thread_id: str) -> Lease | None:
         """The thread's lease, with a new token, or None while another run holds it."""
-        now = time.time()
-        rows = self.ledger._rows(_TAKE, (thread_id, HOLDER, now + self.ttl, now))
+        asked = time.monotonic()
+        rows = self.ledger._rows(self._take, (thread_id, HOLDER, self.ttl))
         if not rows:
             return None
-        return Lease(thread_id, int(rows[0][0]), HOLDER, now + self.ttl, self)
+        return Lease(thread_id, int(rows[0][0]), HOLDER, asked + self.ttl, self)
 
     def renew(self, lease: Lease) -> bool:
-        """Push the lease's expiry ``ttl`` ahead; False when its token is no longer current."""
-        expires_at = time.time() + self.ttl
-        changed = self.ledger._run(
-            "UPDATE turnkit_thread_leases SET expires_at = ? WHERE thread_id = ? AND token = ?",
-            (expires_at, lease.thread_id, lease.token),
-        )
+        """Push the lease's expiry ``ttl`` ahead; False when its token is no longer current, or
+        it was given back."""
+        asked = time.monotonic()
+        changed = self.ledger._run(self._renew, (self.ttl, lease.thread_id, lease.token))
         if changed:
-            lease.expires_at = expires_at
+            lease.deadline = asked + self.ttl
         return bool(changed)
 
     def release(self, lease: Lease) -> None:
         """End the lease now (the token stays, so the next taking gets a higher one)."""
+        lease.deadline = 0.0
         self.ledger._run(
             "UPDATE turnkit_thread_leases SET expires_at = 0 WHERE thread_id = ? AND token = ?",
             (lease.thread_id, lease.token),
         )
 
     def vouched(self, lease: Lease) -> bool:
-        """True while the expiry is at least a second (or a quarter of the ttl) ahead: no other
-        process may take the row before it, and processes on one SQLite file share a clock."""
-        return lease.expires_at - time.time() > min(1.0, self.ttl / 4)
+        """True while the lease's deadline is at least a second (or a quarter of the ttl) ahead
+        on this process's monotonic clock: the row cannot expire before it."""
+        return lease.deadline - time.monotonic() > min(1.0, self.ttl / 4)
 
     def confirm(self, lease: Lease) -> bool:
         """Renew the lease if its token is still current (nobody took the thread since)."""
@@ -115,13 +133,8 @@ class ThreadLeases:
 
     def holder(self, thread_id: str) -> str | None:
         """``holder#token`` of the thread's current lease, or None when nobody holds it."""
-        rows = self.ledger._rows(
-            "SELECT holder, token, expires_at FROM turnkit_thread_leases WHERE thread_id = ?",
-            (thread_id,),
-        )
-        if not rows or float(rows[0][2]) <= time.time():
-            return None
-        return f"{rows[0][0]}#{rows[0][1]}"
+        rows = self.ledger._rows(self._holder, (thread_id,))
+        return f"{rows[0][0]}#{rows[0][1]}" if rows else None
 
 
 class LocalLeases:
@@ -129,6 +142,7 @@ class LocalLeases:
     no other process can write its threads, so no database is asked."""
 
     renews = False
+    blocking = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -17,7 +17,7 @@ from typing import Any
 
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
-from turnkit.registry.ledger.leases import HOLDER, Lease, ThreadLeases
+from turnkit.registry.ledger.leases import HOLDER, POSTGRES_NOW, Lease, ThreadLeases
 from turnkit.registry.ledger.schema import TABLES
 from turnkit.registry.ledger.urls import postgres_target, shown
 
@@ -47,6 +47,8 @@ class PostgresLedger(Ledger):
         target = postgres_target(url)
         if target.pooler:
             prepare_threshold = None
+        self._pooler = target.pooler
+        self._lock_pool_size = target.pool_size or LEASE_CONNECTIONS
         self._conninfo = target.conninfo
         self._prepare_threshold = prepare_threshold
         self._lock_pool: Any = None
@@ -81,14 +83,20 @@ class PostgresLedger(Ledger):
         with self._pool.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
 
-    def thread_leases(self, ttl: float = 30.0) -> PostgresLeases:
-        """Thread leases as advisory locks (``PostgresLeases``): ``ttl`` does not apply, the
-        server frees a lease when its holder's session ends."""
+    def thread_leases(self, ttl: float = 30.0) -> ThreadLeases:
+        """Thread leases as advisory locks (``PostgresLeases``; ``ttl`` does not apply: the
+        server frees a lease when its holder's session ends). Behind a pooler in transaction
+        mode (``pooler=transaction``), lock rows that expire ``ttl`` seconds after their last
+        renewal instead: an open transaction per running turn would pin one of the pooler's
+        server connections for the whole turn, and enough turns at once would leave none for
+        their own statements."""
+        if self._pooler:
+            return ThreadLeases(self, ttl, now=POSTGRES_NOW)
         return PostgresLeases(self)
 
     def lock_connections(self) -> Any:
         """The pool of connections whose open transactions hold thread leases (one per running
-        turn; opened on first use, at most ``LEASE_CONNECTIONS``)."""
+        turn; opened on first use, at most ``LEASE_CONNECTIONS`` or the URL's ``pool_size``)."""
         with self._lock_pool_guard:
             if self._lock_pool is None:
                 from psycopg_pool import ConnectionPool
@@ -96,7 +104,7 @@ class PostgresLedger(Ledger):
                 self._lock_pool = ConnectionPool(
                     self._conninfo,
                     min_size=0,
-                    max_size=LEASE_CONNECTIONS,
+                    max_size=self._lock_pool_size,
                     kwargs={"autocommit": True, "prepare_threshold": self._prepare_threshold},
                     open=True,
                     name="turnkit-leases",
@@ -120,12 +128,14 @@ LEASE_CONNECTIONS = 64
 
 
 _TAKE = (
-    "BEGIN; SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' ||"
+    "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0;"
+    " SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' ||"
     " {thread}, 7)) THEN set_config('application_name', {holder} || '#' ||"
     " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, true) END"
 )
-"""One round trip: open the transaction, try the thread's lock, and on success name the session
-``holder#token`` for the transaction (what ``holder`` finds). The token is the server's clock in
+"""One round trip: open the transaction (exempt from an idle timeout: it waits for the model),
+try the thread's lock, and on success name the session ``holder#token`` for the transaction
+(what ``holder`` finds). The token is the server's clock in
 µs: a sequence would give the holding transaction an id, which holds back vacuum while it lasts.
 Sent without parameters (the simple protocol): a parameterised statement leaves a portal open
 whose snapshot would stall ``CREATE INDEX CONCURRENTLY`` elsewhere for as long as the run."""
@@ -157,7 +167,7 @@ class PostgresLeases(ThreadLeases):
     renews = False
 
     def __init__(self, ledger: PostgresLedger) -> None:
-        super().__init__(ledger, ttl=float("inf"))
+        super().__init__(ledger, ttl=float("inf"), now=POSTGRES_NOW)
         self.postgres = ledger
 
     def take(self, thread_id: str) -> Lease | None:
@@ -168,7 +178,8 @@ class PostgresLeases(ThreadLeases):
         try:
             query = sql.SQL(_TAKE).format(thread=sql.Literal(thread_id), holder=sql.Literal(HOLDER))
             cursor = conn.execute(query)
-            cursor.nextset()
+            cursor.nextset()  # past BEGIN's result
+            cursor.nextset()  # and SET's
             row = cursor.fetchone()
             if not row or row[0] is None:
                 conn.execute("ROLLBACK")
@@ -201,8 +212,9 @@ class PostgresLeases(ThreadLeases):
         conn = lease.session
         if conn is None or conn.closed:
             return False
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-        return not readable
+        poller = select.poll()  # select.select refuses descriptors past 1023
+        poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        return not poller.poll(0)
 
     confirm = vouched
 
