@@ -38,6 +38,7 @@ from bench.turn_overhead import CONTEXT, QUESTION
 from turnkit.graph import build_turn_graph
 from turnkit.registry.ledger import Ledger
 from turnkit.storage import open_storage
+from turnkit.turn.leases import give_back, take
 
 METHODS = [
     name
@@ -72,6 +73,18 @@ class Tally:
     def reset(self) -> None:
         self.calls.clear()
         self.seconds.clear()
+
+
+def lease_cost(ledger: Any, times: int = 500) -> float:
+    """Seconds to take a thread's lease and give it back, as every checkpointed run does (the
+    SQLite ones are in the ledger counts above too; PostgreSQL's go through a pool of their own)."""
+    leases = ledger.thread_leases()
+    for _ in range(50):
+        give_back(take(leases, "lease-cost", 0))
+    start = time.perf_counter()
+    for _ in range(times):
+        give_back(take(leases, "lease-cost", 0))
+    return (time.perf_counter() - start) / times
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,6 +145,10 @@ def main(argv: list[str] | None = None) -> None:
         f"({seconds / args.turns / per_turn:.0%} of the turn, timer overhead included)"
     )
 
+    if storage is not None:
+        print(
+            f"  thread lease: {lease_cost(storage.ledger) * 1e6:.0f} µs per turn (take, give back)"
+        )
     print(f"  async read turn: {hops(graph, saver)} worker-thread hops (asyncio.to_thread)")
     print(f"  Agent.prompt: {thread_reads()} reads of its thread (aget_state) per prompt")
 

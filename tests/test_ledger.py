@@ -139,3 +139,40 @@ def test_many_processes_opening_a_fresh_ledger_at_once_all_succeed(ledger_url):
 def test_an_executor_leaves_a_ledger_it_was_given_open(executor, ledger):
     executor.close()
     assert ledger.settings() == {}
+
+
+CLOSE_UNDER_A_STATEMENT = """
+import sys, threading, time
+from turnkit import SqliteLedger
+ledger = SqliteLedger(sys.argv[1])
+started, found = threading.Event(), []
+def count():
+    started.set()
+    ledger._run("CREATE TABLE IF NOT EXISTS n (x INTEGER)")
+    found.append(ledger._run(
+        "INSERT INTO n WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c"
+        " WHERE x < 2000000) SELECT x FROM c"))
+worker = threading.Thread(target=count)
+worker.start()
+started.wait()
+time.sleep(0.05)
+ledger.close()  # while the worker's statement runs
+worker.join()
+print(found)
+"""
+
+
+def test_closing_a_sqlite_ledger_while_another_thread_runs_a_statement_waits_for_it(tmp_path):
+    """An executor closed while a cancelled call still writes its audit row: closing the
+    connection under the running statement crashed the process (a segmentation fault)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_UNDER_A_STATEMENT, str(tmp_path / "l.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[2000000]"

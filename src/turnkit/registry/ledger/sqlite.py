@@ -7,11 +7,12 @@ not shared between threads), all in autocommit mode: every statement is its own 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from turnkit.errors import StorageError
@@ -44,6 +45,8 @@ class SqliteLedger(Ledger):
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
+        self._using: set[sqlite3.Connection] = set()  # running a statement now
+        self._doomed: set[sqlite3.Connection] = set()  # closed once their statement ends
         self._lock = threading.Lock()
         self.setup()
 
@@ -65,16 +68,39 @@ class SqliteLedger(Ledger):
         return conn
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._connection().execute(sql, tuple(params)).rowcount
+        with self._statement() as conn:
+            return conn.execute(sql, tuple(params)).rowcount
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._connection().execute(sql, tuple(params)).fetchall()
+        with self._statement() as conn:
+            return conn.execute(sql, tuple(params)).fetchall()
+
+    @contextlib.contextmanager
+    def _statement(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for one statement. ``close`` from another thread meanwhile
+        (an executor closed while a cancelled call still writes its audit row) leaves it to
+        this statement's end: closing a connection under a running statement crashes sqlite3."""
+        conn = self._connection()
+        with self._lock:
+            self._using.add(conn)
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                self._using.discard(conn)
+                if conn in self._doomed:
+                    self._doomed.discard(conn)
+                    conn.close()
 
     def close(self) -> None:
-        """Close the connections (and, for a session, its executor and storage)."""
+        """Close the connections (and, for a session, its executor and storage); one running a
+        statement in another thread is closed when that statement ends."""
         with self._lock:
             for conn in self._all:
-                conn.close()
+                if conn in self._using:
+                    self._doomed.add(conn)
+                else:
+                    conn.close()
             self._all.clear()
         self._local = threading.local()
 
