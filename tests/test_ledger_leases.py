@@ -3,6 +3,7 @@ memory for a checkpointer that lives in one process (``turnkit.registry.ledger.l
 
 from __future__ import annotations
 
+import os
 import time
 
 import psycopg
@@ -204,3 +205,24 @@ def test_a_taking_cancelled_while_it_asks_gives_back_what_it_won(sqlite):
     assert leases.holder("t") is None
     leases.take = real_take
     assert leases.take("t") is not None
+
+
+def _take_and_vanish(path: str) -> None:
+    ledger = open_ledger(path)
+    assert ledger.thread_leases(ttl=300).take("t") is not None
+    os._exit(0)  # gone without giving it back, as a crash would
+
+
+def test_a_lease_whose_holder_on_this_machine_is_gone_is_taken_at_once(sqlite):
+    from _spawn import SPAWN
+
+    child = SPAWN.Process(target=_take_and_vanish, args=(sqlite.path,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    leases = sqlite.thread_leases(ttl=300)
+    assert leases.holder("t") == f"{HOLDER.rpartition(':')[0]}:{child.pid}#1"  # still held...
+    lease = leases.take("t")  # ...by a process that is no more: taken at once
+    assert lease is not None
+    assert lease.token == 2
+    assert leases.take("t") is None  # and now held by this one, which is alive

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,6 +36,31 @@ __all__ = ["HOLDER", "Lease", "LocalLeases", "ThreadLeases"]
 
 HOLDER = f"{socket.gethostname()}:{os.getpid()}"
 """Who holds a lease taken by this process (host and pid), shown to the run that finds it busy."""
+
+
+def _machine() -> str:
+    """Where this process's pid means something: the boot of the machine and the pid namespace
+    (two containers on one host, or one machine before and after a reboot, differ)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:  # not Linux: the host's name (one pid namespace per host)
+        return socket.gethostname()
+
+
+MACHINE = _machine()
+"""Where a lease's holder runs; a lease held by a dead process of this same machine is free."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
 
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 """SQLite's clock, in seconds since 1970 (``unixepoch('subsec')`` needs SQLite 3.42)."""
@@ -82,28 +108,47 @@ class ThreadLeases:
         self.ledger = ledger
         self.ttl = ttl
         self._take = (
-            "INSERT INTO turnkit_thread_leases (thread_id, token, holder, expires_at)"
-            f" VALUES (?, 1, ?, {now} + ?) ON CONFLICT (thread_id) DO UPDATE"
+            "INSERT INTO turnkit_thread_leases (thread_id, token, holder, machine, expires_at)"
+            f" VALUES (?, 1, ?, ?, {now} + ?) ON CONFLICT (thread_id) DO UPDATE"
             " SET token = turnkit_thread_leases.token + 1, holder = excluded.holder,"
-            f" expires_at = excluded.expires_at WHERE turnkit_thread_leases.expires_at <= {now}"
+            " machine = excluded.machine, expires_at = excluded.expires_at"
+            f" WHERE turnkit_thread_leases.expires_at <= {now}"
             " RETURNING token"
+        )
+        self._take_from = (  # the lease of a holder found dead, if nobody took it meanwhile
+            "UPDATE turnkit_thread_leases SET token = token + 1, holder = ?, machine = ?,"
+            f" expires_at = {now} + ? WHERE thread_id = ? AND token = ? RETURNING token"
         )
         self._renew = (  # a released row (expiry 0) stays released: a late renewal is refused
             f"UPDATE turnkit_thread_leases SET expires_at = {now} + ?"
             " WHERE thread_id = ? AND token = ? AND expires_at > 0"
         )
         self._holder = (
-            "SELECT holder, token FROM turnkit_thread_leases"
+            "SELECT holder, token, machine FROM turnkit_thread_leases"
             f" WHERE thread_id = ? AND expires_at > {now}"
         )
 
     def take(self, thread_id: str) -> Lease | None:
-        """The thread's lease, with a new token, or None while another run holds it."""
+        """The thread's lease, with a new token, or None while another run holds it. A lease
+        whose holder is a process of this machine that no longer exists (it crashed, or was
+        killed) is taken at once rather than after its expiry."""
         asked = time.monotonic()
-        rows = self.ledger._rows(self._take, (thread_id, HOLDER, self.ttl))
+        rows = self.ledger._rows(self._take, (thread_id, HOLDER, MACHINE, self.ttl))
+        if not rows:
+            rows = self._from_the_dead(thread_id)
         if not rows:
             return None
         return Lease(thread_id, int(rows[0][0]), HOLDER, asked + self.ttl, self)
+
+    def _from_the_dead(self, thread_id: str) -> list[tuple[Any, ...]]:
+        found = self.ledger._rows(self._holder, (thread_id,))
+        if not found or found[0][2] != MACHINE:  # free meanwhile, or held on another machine
+            return []
+        holder, token, _ = found[0]
+        pid = str(holder).rpartition(":")[2]
+        if not pid.isdigit() or _alive(int(pid)):
+            return []
+        return self.ledger._rows(self._take_from, (HOLDER, MACHINE, self.ttl, thread_id, token))
 
     def renew(self, lease: Lease) -> bool:
         """Push the lease's expiry ``ttl`` ahead; False when its token is no longer current, or

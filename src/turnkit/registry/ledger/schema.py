@@ -82,6 +82,7 @@ TABLES = (
         thread_id TEXT PRIMARY KEY,
         token BIGINT NOT NULL,
         holder TEXT NOT NULL,
+        machine TEXT NOT NULL,
         expires_at DOUBLE PRECISION NOT NULL
     )
     """,
