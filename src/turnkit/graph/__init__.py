@@ -1,9 +1,10 @@
-"""The turn graph: ``build_turn_graph`` and ``builder`` (``build``), the routes (``routing``), and
-the state and context types they use (defined in ``turnkit.turn``, which the nodes import)."""
+"""The turn graph: ``build_turn_graph`` and ``builder`` (``build``), ``with_thread_leases`` for a
+graph built elsewhere, the routes (``routing``), and the state and context types they use
+(defined in ``turnkit.turn``, which the nodes import)."""
 
 from __future__ import annotations
 
-from turnkit.graph.build import build_turn_graph, builder
+from turnkit.graph.build import build_turn_graph, builder, with_thread_leases
 from turnkit.turn.context import TurnContext
 from turnkit.turn.state import HeldCall, PendingCall, TurnOutput, TurnState
 
@@ -15,4 +16,5 @@ __all__ = [
     "TurnState",
     "build_turn_graph",
     "builder",
+    "with_thread_leases",
 ]

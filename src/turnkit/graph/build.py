@@ -31,13 +31,14 @@ from turnkit.nodes.list_tools import alist_tools, list_tools
 from turnkit.nodes.validate_args import validate_args
 from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
+from turnkit.registry.ledger import Ledger
 from turnkit.registry.settings import Settings
 from turnkit.turn.context import TurnContext
 from turnkit.turn.leases import Leases
 from turnkit.turn.state import TurnOutput, TurnState
 from turnkit.turn.views import VIEWS
 
-__all__ = ["build_turn_graph", "builder", "leased"]
+__all__ = ["build_turn_graph", "builder", "leased", "with_thread_leases"]
 
 log = logging.getLogger("turnkit.graph")
 
@@ -174,3 +175,27 @@ def leased(compiled: CompiledStateGraph[Any, Any, Any, Any], leases: Leases) -> 
     (now, or when a server attaches its checkpointer)."""
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
     return TurnGraph(thread_leases=leases, **attrs)
+
+
+def with_thread_leases(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    ledger: Ledger,
+    *,
+    busy_timeout: float = 0.0,
+    lease_ttl: float = 30.0,
+) -> TurnGraph:
+    """Any compiled LangGraph graph — ``create_agent``'s with ``TurnkitMiddleware``, say — with
+    one writer per thread, as ``build_turn_graph``'s: each run takes its thread's lease in
+    ``ledger``'s database and its checkpoint writes are fenced (see README "One writer per
+    thread"). ``busy_timeout`` and ``lease_ttl`` as for ``build_turn_graph``.
+
+    Example:
+        >>> agent = with_thread_leases(  # doctest: +SKIP
+        ...     create_agent(model, middleware=[TurnkitMiddleware(executor)], checkpointer=saver),
+        ...     executor.ledger,
+        ... )
+    """
+    compiled = leased(graph, ledger.thread_leases(lease_ttl))
+    if busy_timeout:
+        return compiled.with_config({"configurable": {BUSY_TIMEOUT_KEY: busy_timeout}})
+    return compiled
