@@ -5,8 +5,10 @@ checkpointer and ledger on the shared PostgreSQL (bounded pools), and nothing el
 ``n``, the model (50 ms a call) places it with the write tool ``scale.place_order`` (an API key's
 write: it runs at once, with the turn's idempotency key) and answers. The order is a row in the
 table ``scale_orders``, written by the tool's handler in its own transaction: a real side effect
-that a run done twice would show as a second row. The user message's id is ``thread:n``, so a
-request sent again after a worker died replaces it in place rather than asking twice.
+that a run done twice would show as a second row. The user message's id is ``thread:n``: a
+request sent again after a worker died mid-turn continues that turn from its checkpoints (the
+same model reply, so the same idempotency keys); one sent again after the turn ended replaces
+the message in place, and the model says the order was placed already.
 
 At most ``--concurrency`` turns run at once in a worker (a bounded worker, like a pool of sync
 workers): the run is latency-bound, and more workers serve more turns. A run on a thread another
@@ -103,6 +105,8 @@ def order_then_answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) 
         args = {"thread": thread, "turn": int(turn)}
         return {"tool_calls": [{"name": "scale_place_order", "args": args}]}
     if isinstance(last, ToolMessage):
+        if '"status":"error"' in str(last.content).replace(" ", ""):  # a crash cut the call off
+            return f"Your order was interrupted and may not have gone through: {last.content}"
         return f"Order placed: {str(last.content)[:60]}"
     return "Your order was placed earlier."  # a request sent again after the turn had ended
 
@@ -138,9 +142,16 @@ def app(url: str, concurrency: int, latency: float) -> Any:
         thread, n = str(body["thread"]), int(body["turn"])
         message = HumanMessage(f"Please place order {n}.", id=f"{thread}:{n}")
         config = {"configurable": {"thread_id": thread, "busy_timeout": 60}}
+        graph = state["graph"]
         async with state["slots"]:
+            # A request sent again after a worker died mid-turn goes on from where that turn's
+            # checkpoints stopped (the same model reply, the same idempotency keys), rather
+            # than starting the turn over.
+            so_far = await graph.aget_state(config)
+            seen = any(m.id == message.id for m in so_far.values.get("messages", []))
+            request = None if seen and so_far.next else {"messages": [message]}
             try:
-                out = await state["graph"].ainvoke({"messages": [message]}, config, context=KEY)
+                out = await graph.ainvoke(request, config, context=KEY)
             except ThreadBusy as busy:
                 return JSONResponse({"error": str(busy)}, status_code=409)
         return JSONResponse({"answer": out["messages"][-1].content, "worker": os.getpid()})

@@ -18,6 +18,14 @@ def test_same_key_and_input_replays_without_running_again(executor, key, shop):
     assert len(shop.writes()) == 1
 
 
+def test_a_replay_is_audited_as_a_replay_so_each_write_that_ran_has_one_ok_row(executor, key):
+    control = {"idempotency_key": "k-audit"}
+    executor.execute(key, "shop.set_prices", prices("TEA-0001"), control)
+    executor.execute(key, "shop.set_prices", prices("TEA-0001"), control)
+    statuses = [row["status"] for row in executor.ledger.audit_rows()]
+    assert statuses == ["replayed", "ok"]  # newest first
+
+
 def test_same_key_with_a_different_input_conflicts(executor, key, shop):
     executor.execute(key, "shop.set_prices", prices("TEA-0001"), {"idempotency_key": "k1"})
     answer = executor.execute(key, "shop.set_prices", prices("TEA-0002"), {"idempotency_key": "k1"})

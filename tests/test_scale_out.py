@@ -22,8 +22,10 @@ pytestmark = pytest.mark.slow
 
 def _assert_held(run) -> None:
     assert run.problems == [], run.problems
-    assert run.checks["orders"] == run.threads * run.turns
-    assert run.answered == run.threads * run.turns
+    turns = run.threads * run.turns
+    assert run.answered + run.interrupted == turns
+    assert turns - run.interrupted <= run.checks["orders"] <= turns
+    assert run.interrupted <= 4 * 2  # only what the killed worker had in hand
 
 
 def test_four_workers_serve_200_threads_and_survive_a_killed_worker(tmp_path):

@@ -92,7 +92,9 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
     """Run the pipeline for ``call`` and write its audit row."""
     started = time.perf_counter()
     answer = yield from _pipeline(env, call)
-    status = answer.get("status", "dry_run")
+    # a repeat answered from its idempotency record ran nothing: audited as such, so the audit
+    # keeps one "ok" row per write that ran
+    status = "replayed" if answer.get("replayed") else answer.get("status", "dry_run")
     code = answer["error"]["code"] if status == "error" else None
     row = {
         "at": env.clock(),
