@@ -96,7 +96,7 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
     # keeps one "ok" row per write that ran
     status = "replayed" if answer.get("replayed") else answer.get("status", "dry_run")
     code = answer["error"]["code"] if status == "error" else None
-    row = {
+    row: dict[str, Any] = {
         "at": env.clock(),
         "caller": call.caller.identity,
         "tool": call.name if isinstance(call.name, str) else repr(call.name)[:100],
