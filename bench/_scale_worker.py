@@ -1,14 +1,15 @@
 """One worker of ``bench/scale_out.py``: a plain process serving turnkit turns over HTTP, with its
 checkpointer and ledger on the shared PostgreSQL (bounded pools), and nothing else shared.
 
-``POST /turn {"thread": ..., "turn": n}`` runs turn ``n`` of a thread: the user asks for order
-``n``, the model (50 ms a call) places it with the write tool ``scale.place_order`` (an API key's
-write: it runs at once, with the turn's idempotency key) and answers. The order is a row in the
-table ``scale_orders``, written by the tool's handler in its own transaction: a real side effect
-that a run done twice would show as a second row. The user message's id is ``thread:n``: a
-request sent again after a worker died mid-turn continues that turn from its checkpoints (the
-same model reply, so the same idempotency keys); one sent again after the turn ended replaces
-the message in place, and the model says the order was placed already.
+``POST /turn {"thread": ..., "turn": n, "again": bool}`` runs turn ``n`` of a thread: the user asks
+for order ``n``, the model (50 ms a call) places it with the write tool ``scale.place_order`` (an
+API key's write: it runs at once, with the turn's idempotency key) and answers. The order is a row
+in the table ``scale_orders``, written by the tool's handler in its own transaction: a real side
+effect that a run done twice would show as a second row. The user message's id is ``thread:n``: a
+request the client sends again (``again``: its first try failed) continues that turn from its
+checkpoints if a worker died mid-turn (the same model reply, so the same idempotency keys); once
+the turn has ended, it replaces the message in place, and the model says the order was placed
+already.
 
 At most ``--concurrency`` turns run at once in a worker (a bounded worker, like a pool of sync
 workers): the run is latency-bound, and more workers serve more turns. A run on a thread another
@@ -111,6 +112,14 @@ def order_then_answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) 
     return "Your order was placed earlier."  # a request sent again after the turn had ended
 
 
+async def cut_off(graph: Any, config: Any, message: HumanMessage) -> bool:
+    """Whether ``message``'s turn is in the thread and did not finish (a worker died in it): it
+    goes on from its checkpoints then, with the same model reply, so the same idempotency keys."""
+    so_far = await graph.aget_state(config)
+    seen = any(m.id == message.id for m in so_far.values.get("messages", []))
+    return seen and bool(so_far.next)
+
+
 def app(url: str, concurrency: int, latency: float) -> Any:
     """The worker's ASGI app (Starlette): ``POST /turn`` and ``GET /health``."""
     from starlette.applications import Starlette
@@ -144,12 +153,9 @@ def app(url: str, concurrency: int, latency: float) -> Any:
         config = {"configurable": {"thread_id": thread, "busy_timeout": 60}}
         graph = state["graph"]
         async with state["slots"]:
-            # A request sent again after a worker died mid-turn goes on from where that turn's
-            # checkpoints stopped (the same model reply, the same idempotency keys), rather
-            # than starting the turn over.
-            so_far = await graph.aget_state(config)
-            seen = any(m.id == message.id for m in so_far.values.get("messages", []))
-            request = None if seen and so_far.next else {"messages": [message]}
+            request: Any = {"messages": [message]}
+            if body.get("again") and await cut_off(graph, config, message):
+                request = None  # LangGraph: go on from the thread's checkpoints
             try:
                 out = await graph.ainvoke(request, config, context=KEY)
             except ThreadBusy as busy:

@@ -178,12 +178,11 @@ async def _drive(workers: list[Worker], run: Run, kill_at: int | None, client: A
     async def deliver(name: str, n: int) -> str:
         """Send turn ``n`` until a worker answers it; the answer. A turn no worker answers in
         ``ATTEMPTS`` tries is given up (the run's checks say so)."""
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             worker = random.choice(workers)
+            body = {"thread": name, "turn": n, "again": attempt > 0}
             try:
-                answer = await client.post(
-                    f"http://127.0.0.1:{worker.port}/turn", json={"thread": name, "turn": n}
-                )
+                answer = await client.post(f"http://127.0.0.1:{worker.port}/turn", json=body)
                 if answer.status_code == 200:
                     return str(answer.json()["answer"])
             except Exception:  # the worker died under the request, or is starting again
