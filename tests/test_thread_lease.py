@@ -302,3 +302,15 @@ def test_a_durable_checkpointer_with_an_executors_temporary_ledger_is_warned_abo
                 Executor(Registry([])), ScriptedModel([]), checkpointer=InMemorySaver()
             )
         assert caplog.text == ""
+
+
+@pytest.mark.parametrize("wait", ["30", -1, True, float("nan")])
+def test_a_busy_timeout_that_is_not_a_number_of_seconds_is_refused_clearly(wait, tmp_path):
+    from turnkit import Executor, Registry
+
+    with open_storage(tmp_path / "t.sqlite") as storage:
+        executor = Executor(Registry([]), ledger=storage.ledger)
+        graph = build_turn_graph(executor, ScriptedModel([]), checkpointer=storage.checkpointer)
+        config = {"configurable": {"thread_id": "t", "busy_timeout": wait}}
+        with pytest.raises(ValueError, match="busy_timeout must be a number of seconds"):
+            graph.invoke({"messages": [("user", "hi")]}, config, context=ALICE)

@@ -52,6 +52,11 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         if thread_id is None or LEASE_KEY in configurable:  # no thread; or a nested call
             return None
         wait = configurable.get(BUSY_TIMEOUT_KEY) or 0.0
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < 1e9:
+            raise ValueError(
+                f"busy_timeout must be a number of seconds (0 or more), got {wait!r}:"
+                ' configurable={"thread_id": ..., "busy_timeout": 30}'
+            )
         return saver.leases, str(thread_id), float(wait)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
