@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from _serving import free_port
 
 __all__ = ["PgBouncer"]
 
@@ -41,12 +42,6 @@ logfile = {folder}/pgbouncer.log
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class PgBouncer:
     """A running ``pgbouncer`` (``pool_mode = transaction``) in front of ``server_url``'s server."""
 
@@ -58,7 +53,7 @@ class PgBouncer:
             )
         server = urlsplit(server_url)
         self.user = server.username or "postgres"
-        self.port = _free_port()
+        self.port = free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="turnkit-pgbouncer-"))
         ini = self.folder / "pgbouncer.ini"
         ini.write_text(

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
@@ -21,6 +20,7 @@ from langgraph.types import Durability
 
 from turnkit._compat import CONFIG_KEY_DURABILITY, RunnableCallable
 from turnkit.graph import routing
+from turnkit.graph.fenced import durable
 from turnkit.graph.turn_graph import BUSY_TIMEOUT_KEY, TurnGraph
 from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
 from turnkit.nodes.bound import Bound
@@ -161,13 +161,6 @@ def build_turn_graph(
     if busy_timeout:
         configurable[BUSY_TIMEOUT_KEY] = busy_timeout
     return compiled.with_config({"configurable": configurable}) if configurable else compiled
-
-
-def durable(checkpointer: Any) -> bool:
-    """Whether ``checkpointer`` keeps checkpoints beyond this process (not ``InMemorySaver``)."""
-    return isinstance(checkpointer, BaseCheckpointSaver) and not isinstance(
-        checkpointer, InMemorySaver
-    )
 
 
 def leased(compiled: CompiledStateGraph[Any, Any, Any, Any], leases: Leases) -> TurnGraph:

@@ -27,11 +27,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 from turnkit.registry.ledger.leases import LocalLeases
 from turnkit.turn.leases import Leases, afence_run, fence_run
 
-__all__ = ["FencedSaver", "fenced"]
+__all__ = ["FencedSaver", "durable", "fenced"]
 
 _LOCAL: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], LocalLeases] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def durable(saver: Any) -> bool:
+    """Whether ``saver`` keeps checkpoints beyond this process (a saver, not ``InMemorySaver``):
+    the one test of where a thread's lease must live."""
+    return isinstance(saver, BaseCheckpointSaver) and not isinstance(saver, InMemorySaver)
 
 
 def fenced(saver: BaseCheckpointSaver[Any], leases: Leases) -> FencedSaver:
@@ -40,7 +46,7 @@ def fenced(saver: BaseCheckpointSaver[Any], leases: Leases) -> FencedSaver:
     write its threads, so no database needs asking."""
     if isinstance(saver, FencedSaver):
         return saver
-    if isinstance(saver, InMemorySaver):
+    if not durable(saver):
         leases = _LOCAL.setdefault(saver, LocalLeases())
     return FencedSaver(saver, leases)
 
