@@ -34,7 +34,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bench.turn_overhead import CONTEXT, QUESTION
+from bench.turn_overhead import CONTEXT, QUESTION, SESSION
 from turnkit.graph import build_turn_graph
 from turnkit.registry.ledger import Ledger
 from turnkit.storage import open_storage
@@ -93,9 +93,13 @@ def main(argv: list[str] | None = None) -> None:
     backends = ("none", "memory", "sqlite", "postgres")
     parser.add_argument("--checkpointer", choices=backends, default="none")
     parser.add_argument("--durability", choices=("sync", "async", "exit"), default="sync")
+    parser.add_argument("--caller", choices=("public", "session"), default="public")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--match", help="also list the functions whose file or name match this")
     args = parser.parse_args(argv)
+    session = args.caller == "session"
+    make_executor = _common.session_executor if session else _common.turnkit_executor
+    context = SESSION if session else CONTEXT
 
     folder = tempfile.mkdtemp(prefix="turnkit-profile-")
     storage = None
@@ -109,9 +113,9 @@ def main(argv: list[str] | None = None) -> None:
             storage = open_storage(schema.__enter__())
         else:
             storage = open_storage(Path(folder) / "turnkit.sqlite")
-        executor, saver = _common.turnkit_executor(storage.ledger), storage.checkpointer
+        executor, saver = make_executor(storage.ledger), storage.checkpointer
     else:
-        executor = _common.turnkit_executor()
+        executor = make_executor()
         saver = InMemorySaver() if args.checkpointer == "memory" else None
     durability = args.durability if saver is not None else "async"  # see turn_overhead.py
     graph = build_turn_graph(
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def turn() -> Any:
         config = {"configurable": {"thread_id": f"t-{next(counter)}"}} if saver else None
-        return graph.invoke({"messages": [HumanMessage(QUESTION)]}, config, context=CONTEXT)
+        return graph.invoke({"messages": [HumanMessage(QUESTION)]}, config, context=context)
 
     for _ in range(30):
         turn()
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         turn()
     per_turn = (time.perf_counter() - start) / args.turns
     print(
-        f"checkpointer={args.checkpointer} durability={durability}: "
+        f"caller={args.caller} checkpointer={args.checkpointer} durability={durability}: "
         f"{per_turn * 1e3:.3f} ms per turn ({1 / per_turn:.0f} turns/s), ledger (counted):"
     )
     for name, calls in tally.calls.most_common():
@@ -149,7 +153,10 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"  thread lease: {lease_cost(storage.ledger) * 1e6:.0f} µs per turn (take, give back)"
         )
-    print(f"  async read turn: {hops(graph, saver)} worker-thread hops (asyncio.to_thread)")
+    if args.checkpointer == "postgres":  # open_storage's PostgresSaver is sync only
+        print("  async read turn: not counted on PostgreSQL (the saver has no async methods)")
+    else:
+        print(f"  async read turn: {hops(graph, saver)} worker-thread hops (asyncio.to_thread)")
     print(f"  Agent.prompt: {thread_reads()} reads of its thread (aget_state) per prompt")
 
     tally.reset()

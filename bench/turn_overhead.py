@@ -20,11 +20,13 @@ durability modes: ``sync`` (turnkit's default), ``async`` (LangGraph's default, 
 ``create_agent`` uses) and ``exit``. Every turn is a new thread, so the checkpoint size stays the
 same from turn to turn (growth with the conversation is ``checkpoint_growth.py``'s subject).
 
-Time per turn is the median of 8 batches of 25 turns (after 20 warm-up turns), the contenders'
+Time per turn is the median of 10 batches of 25 turns (after 20 warm-up turns), the contenders'
 batches interleaved so that a burst of load on the machine hits them alike; between batches the
 in-memory saver forgets the batch's threads and garbage is collected. The ratio of a turnkit row
 is its time per turn over the peer named in the row (below 1 is faster); the ratio of a peer row
-is its time over the bare loop's.
+is its time over the bare loop's. A ratio is the median of the batch-by-batch ratios (each batch
+over the peer's batch of the same round, run moments apart), so a slow spell of the shared
+machine that falls on some rounds moves both sides of those rounds, not the ratio.
 
     .venv/bin/python bench/turn_overhead.py [--quick]
 """
@@ -59,8 +61,8 @@ from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.storage import open_storage
 
 SCENARIO = "turn_overhead"
-BATCH, BATCHES, WARMUP = 25, 8, 20
-"""200 timed turns per contender, in 8 batches interleaved with the other contenders' batches."""
+BATCH, BATCHES, WARMUP = 25, 10, 20
+"""250 timed turns per contender, in 10 batches interleaved with the other contenders' batches."""
 QUICK_BATCH, QUICK_BATCHES, QUICK_WARMUP = 10, 4, 5
 CONTEXT = TurnContext(caller=Caller.public())
 SESSION = TurnContext(caller=Caller.session("u_1"))
@@ -252,8 +254,12 @@ def _check(case: str, result: Any) -> None:
         raise RuntimeError(f"{case}: unexpected turn {messages!r:.500}")
 
 
-def measure(quick: bool = False) -> dict[tuple[str, str], float]:
-    """Seconds per turn of every contender: the median of repeated timed batches, interleaved."""
+Times = dict[tuple[str, str], list[float]]
+"""Seconds per turn of each contender in each round of timed batches, in round order."""
+
+
+def measure(quick: bool = False) -> Times:
+    """Seconds per turn of every contender in each of the interleaved rounds of batches."""
     turns, repeats, warmup = (
         (QUICK_BATCH, QUICK_BATCHES, QUICK_WARMUP) if quick else (BATCH, BATCHES, WARMUP)
     )
@@ -275,40 +281,47 @@ def measure(quick: bool = False) -> dict[tuple[str, str], float]:
                     turn(next(counter))
                 times[group, case].append((time.perf_counter() - start) / turns)
                 tidy(turn)
-    return {key: _common.median(values) for key, values in times.items()}
+    return times
 
 
-def rows_of(seconds: dict[tuple[str, str], float]) -> list[dict[str, Any]]:
+def paired(times: Times, ours: tuple[str, str], peer: tuple[str, str]) -> float:
+    """The median over rounds of ``ours``' batch time over ``peer``'s batch time that round."""
+    return _common.median([a / b for a, b in zip(times[ours], times[peer], strict=True)])
+
+
+def rows_of(times: Times) -> list[dict[str, Any]]:
     rows = []
-    bare = seconds["none", "bare loop"]
+    seconds = {key: _common.median(values) for key, values in times.items()}
     for (group, case), per_turn in seconds.items():
         turns_per_s = 1 / per_turn
         if case == "shape":
             peer = "create_agent" if group == "none" else "create_agent+HITL"
             label = f"{group}: shape, turnkit's work removed (÷ {peer})"
-            ratio = per_turn / seconds[group, peer]
+            ratio = paired(times, (group, case), (group, peer))
             rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio))
             for ours in ("turnkit", "turnkit sync"):
                 if (group, ours) in seconds:
-                    own = seconds[group, ours] / per_turn
+                    own = paired(times, (group, ours), (group, case))
                     label = f"{group}: {ours} (÷ shape: the price of turnkit's own work)"
                     rows.append(_common.row(SCENARIO, label, 1 / seconds[group, ours],
                                             "turns/s", ratio=own))  # fmt: skip
             continue
         if not case.startswith("turnkit"):
-            ratio = None if case == "bare loop" else per_turn / bare
+            ratio = (
+                None if case == "bare loop" else paired(times, (group, case), ("none", "bare loop"))
+            )
             label = f"{group}: {case}" + ("" if ratio is None else " (÷ bare loop)")
             rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio))
             continue
         peer = "create_agent" if group == "none" else "create_agent+HITL"
-        ratio = per_turn / seconds[group, peer]
+        ratio = paired(times, (group, case), (group, peer))
         label = f"{group}: {case} (÷ {peer})"
         target: dict[str, Any] = {}
         if case in ("turnkit", "turnkit sync", "turnkit session", "turnkit session sync"):
             target = {"target": "<= 1.0x", "met": ratio <= 1.0}
         rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio, **target))
         if group != "none":
-            plain = per_turn / seconds[group, "create_agent"]
+            plain = paired(times, (group, case), (group, "create_agent"))
             rows.append(
                 _common.row(
                     SCENARIO,

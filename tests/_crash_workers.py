@@ -38,18 +38,27 @@ KillAt = Literal["writes", "checkpoint"]
 
 
 def open_turn(
-    url: str, log: str, steps: list[Any], *, die: tuple[str, KillAt] | None = None
+    url: str,
+    log: str,
+    steps: list[Any],
+    *,
+    die: tuple[str, KillAt] | None = None,
+    langgraph_saver: bool = False,
 ) -> tuple[Storage, Executor, Any, ScriptedModel]:
     """A storage, an executor on its ledger, a scripted model and the turn graph (all new).
 
     With ``die=(node, at)``, the graph saves through a saver that dies ``at`` the save of
-    ``node`` after it wrote.
+    ``node`` after it wrote: of turnkit's storage class (which saves a step's held task writes
+    with the next checkpoint), or with ``langgraph_saver`` of LangGraph's own, as a user's saver.
     """
     storage = open_storage(url)
     rights = StaticPermissions({"alice": {"shop.view", "shop.manage"}})
     executor = Executor(Registry([Shop(Path(log))]), ledger=storage.ledger, permissions=rights)
     model = ScriptedModel(steps)
-    saver = storage.checkpointer if die is None else mortal(storage.checkpointer, log, *die)
+    saver = storage.checkpointer
+    if die is not None:
+        saver = mortal(saver, log, *die, langgraph_saver=langgraph_saver)
+        saver.turnkit_held = not langgraph_saver
     graph = build_turn_graph(executor, model, checkpointer=saver)
     return storage, executor, graph, model
 
@@ -77,13 +86,19 @@ class _Mortal:
     after the step (``put``); the resume applies the saved writes without running the node.
 
     LangGraph submits task writes and checkpoints to a thread pool, so they may start in either
-    order: a checkpoint save after the write first waits (bounded) for the node's writes.
+    order: a checkpoint save after the write first waits (bounded) for the node's writes. Not so
+    under the turn graph on turnkit's saver, which gets a step's task writes inside the next
+    checkpoint's save (``batched``, ``turnkit_held``): there ``"checkpoint"`` dies at the first
+    checkpoint after the write, before anything of it is committed, and ``"writes"`` wherever
+    the node's writes are saved.
     """
 
     turnkit_log: str
     turnkit_node: str
     turnkit_at: KillAt
     turnkit_saved: threading.Event
+    turnkit_held = False
+    """True under the turn graph on turnkit's saver: task writes wait for the next checkpoint."""
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         ours = task_path.endswith(f", {self.turnkit_node}") and _written(self)
@@ -95,16 +110,20 @@ class _Mortal:
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if _written(self):  # the step that wrote is over
-            self.turnkit_saved.wait(timeout=30)  # "writes": put_writes kills us meanwhile
+            if not self.turnkit_held:
+                self.turnkit_saved.wait(timeout=30)  # "writes": put_writes kills us meanwhile
             if self.turnkit_at == "checkpoint":
                 _die()
         return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
 
-def mortal(saver: Any, log: str, node: str, at: KillAt) -> Any:
-    """A saver of ``saver``'s class, on its connection, that dies ``at`` the save of ``node``
-    once the shop has written."""
-    dying = type(f"Mortal{type(saver).__name__}", (_Mortal, type(saver)), {})(saver.conn)
+def mortal(saver: Any, log: str, node: str, at: KillAt, *, langgraph_saver: bool = False) -> Any:
+    """A saver of ``saver``'s class (or of the LangGraph class it extends), on its connection,
+    that dies ``at`` the save of ``node`` once the shop has written."""
+    cls = type(saver)
+    if langgraph_saver:
+        cls = next(c for c in cls.__mro__ if c.__module__.startswith("langgraph.checkpoint"))
+    dying = type(f"Mortal{cls.__name__}", (_Mortal, cls), {})(saver.conn)
     dying.turnkit_log, dying.turnkit_node, dying.turnkit_at = log, node, at
     dying.turnkit_saved = threading.Event()
     return dying
@@ -120,9 +139,10 @@ def hold_then_die(url: str, log: str) -> None:
     sys.exit(NOT_KILLED)
 
 
-def write_then_die(url: str, log: str, at: KillAt) -> None:
+def write_then_die(url: str, log: str, at: KillAt, langgraph_saver: bool = False) -> None:
     """A key caller's set_prices runs at once (not held); the process dies at ``at`` after it."""
-    _, _, graph, _ = open_turn(url, log, [SET_PRICES], die=("execute", at))
+    die: tuple[str, KillAt] = ("execute", at)
+    _, _, graph, _ = open_turn(url, log, [SET_PRICES], die=die, langgraph_saver=langgraph_saver)
     graph.invoke(
         {"messages": [HumanMessage("cheaper tea")]}, THREAD, context=KEY, durability="sync"
     )

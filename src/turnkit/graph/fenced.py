@@ -6,10 +6,17 @@ no single-writer guarantee (langgraph issue 8796). The lease keeps a second run 
 stops a first one that lost its lease (stalled past the expiry, or its database session ended)
 before it writes again. Every other call goes straight to the saver it wraps;
 ``tests/test_fenced_saver.py`` fails when LangGraph adds a method this class does not pass on.
+
+On a saver that can batch (``turnkit.storage``'s SQLite and PostgreSQL savers), a leased run's
+task writes wait for the checkpoint that follows them and are saved in its transaction: one round
+trip a step instead of two. Writes LangGraph reads back when a run stops (an interrupt, an
+error, a resume value) are saved at once, and whatever still waits when the run ends is saved
+then (``flush``), before the lease is given back.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -25,9 +32,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 
 from turnkit.registry.ledger.leases import LocalLeases
-from turnkit.turn.leases import Leases, afence_run, fence_run
+from turnkit.turn.leases import Leases, afence_run, fence_run, lease_of
 
 __all__ = ["FencedSaver", "durable", "fenced"]
+
+Writes = tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]
+"""One ``put_writes`` call's arguments: config, writes, task id, task path."""
 
 _LOCAL: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], LocalLeases] = (
     weakref.WeakKeyDictionary()
@@ -58,6 +68,8 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     def __init__(self, saver: BaseCheckpointSaver[Any], leases: Leases) -> None:
         self.saver = saver
         self.leases = leases
+        self._held: dict[str, list[Writes]] = {}
+        self._held_lock = threading.Lock()
 
     @property
     def serde(self) -> Any:
@@ -72,7 +84,8 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.config_specs
 
     def __getattr__(self, name: str) -> Any:  # a saver's own extras (``setup``, ``conn``, ...)
-        if name in ("saver", "leases"):  # not set yet (copying): no endless recursion
+        if name in ("saver", "leases", "_held", "_held_lock"):  # not set yet (copying): no
+            # endless recursion
             raise AttributeError(name)
         return getattr(self.saver, name)
 
@@ -90,7 +103,13 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         fence_run(config)
-        return self.saver.put(config, checkpoint, metadata, new_versions)
+        held = self._take(_thread_of(config))
+        if not held:
+            return self.saver.put(config, checkpoint, metadata, new_versions)
+        with self.saver.batched():  # type: ignore[attr-defined]  # only held when it has one
+            for writes in held:
+                self.saver.put_writes(*writes)
+            return self.saver.put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -100,7 +119,62 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         fence_run(config)
-        self.saver.put_writes(config, writes, task_id, task_path)
+        call = (config, writes, task_id, task_path)
+        thread = _thread_of(config)
+        if self._may_hold(config, writes):
+            with self._held_lock:
+                self._held.setdefault(thread, []).append(call)
+            return
+        self._write([*self._take(thread), call])
+
+    def flush(self, thread_id: str) -> None:
+        """Save the task writes of ``thread_id`` still waiting for a checkpoint (a run that
+        ends, or stops at an interrupt, calls this before giving back its lease)."""
+        held = self._take(thread_id)
+        if held:
+            fence_run(held[-1][0])
+            self._write(held)
+
+    async def aflush(self, thread_id: str) -> None:
+        """``flush`` for an async saver's run."""
+        held = self._take(thread_id)
+        if held:
+            await afence_run(held[-1][0])
+            await self._awrite(held)
+
+    def _may_hold(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], batched: str = "batched"
+    ) -> bool:
+        """Whether these writes may wait for the next checkpoint: a leased run's (its end flushes
+        them) on a saver that batches, none to a channel of LangGraph's own (``__interrupt__``,
+        ``__error__``, ``__resume__``...: a stopped run is resumed from those)."""
+        return (
+            hasattr(self.saver, batched)
+            and lease_of(config) is not None
+            and not any(channel.startswith("__") for channel, _ in writes)
+        )
+
+    def _take(self, thread_id: str) -> list[Writes]:
+        if not self._held:  # no lock on the common path: a dict's truth is read atomically
+            return []
+        with self._held_lock:
+            return self._held.pop(thread_id, [])
+
+    async def _awrite(self, calls: list[Writes]) -> None:
+        if len(calls) == 1:
+            await self.saver.aput_writes(*calls[0])
+            return
+        async with self.saver.abatched():  # type: ignore[attr-defined]  # only several then
+            for call in calls:
+                await self.saver.aput_writes(*call)
+
+    def _write(self, calls: list[Writes]) -> None:
+        if len(calls) == 1:
+            self.saver.put_writes(*calls[0])
+            return
+        with self.saver.batched():  # type: ignore[attr-defined]  # only several when it has one
+            for call in calls:
+                self.saver.put_writes(*call)
 
     async def aput(
         self,
@@ -110,7 +184,13 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         await afence_run(config)
-        return await self.saver.aput(config, checkpoint, metadata, new_versions)
+        held = self._take(_thread_of(config))
+        if not held:
+            return await self.saver.aput(config, checkpoint, metadata, new_versions)
+        async with self.saver.abatched():  # type: ignore[attr-defined]  # only held when it has one
+            for writes in held:
+                await self.saver.aput_writes(*writes)
+            return await self.saver.aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -120,14 +200,22 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         await afence_run(config)
-        await self.saver.aput_writes(config, writes, task_id, task_path)
+        call = (config, writes, task_id, task_path)
+        thread = _thread_of(config)
+        if self._may_hold(config, writes, "abatched"):
+            with self._held_lock:
+                self._held.setdefault(thread, []).append(call)
+            return
+        await self._awrite([*self._take(thread), call])
 
     # --- everything else: passed on ---------------------------------------------------------
 
     def get(self, config: RunnableConfig) -> Checkpoint | None:
+        self._flush_for(config)
         return self.saver.get(config)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self._flush_for(config)
         return self.saver.get_tuple(config)
 
     def list(
@@ -138,15 +226,18 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        self._flush_for(config)
         return self.saver.list(config, filter=filter, before=before, limit=limit)
 
     def delete_thread(self, thread_id: str) -> None:
+        self._take(thread_id)
         self.saver.delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self.saver.delete_for_runs(run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.flush(source_thread_id)
         self.saver.copy_thread(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -155,15 +246,18 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
+        self._flush_for(config)
         return self.saver.get_delta_channel_history(config=config, channels=channels)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.saver.get_next_version(current, channel)
 
     async def aget(self, config: RunnableConfig) -> Checkpoint | None:
+        await self._aflush_for(config)
         return await self.saver.aget(config)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._aflush_for(config)
         return await self.saver.aget_tuple(config)
 
     async def alist(
@@ -174,16 +268,19 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        await self._aflush_for(config)
         async for item in self.saver.alist(config, filter=filter, before=before, limit=limit):
             yield item
 
     async def adelete_thread(self, thread_id: str) -> None:
+        self._take(thread_id)
         await self.saver.adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self.saver.adelete_for_runs(run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.aflush(source_thread_id)
         await self.saver.acopy_thread(source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -192,7 +289,21 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
+        await self._aflush_for(config)
         return await self.saver.aget_delta_channel_history(config=config, channels=channels)
+
+    def _flush_for(self, config: RunnableConfig | None) -> None:
+        """Before a read: save what a run of its thread holds back, so the read sees it."""
+        if self._held and config:
+            self.flush(_thread_of(config))
+
+    async def _aflush_for(self, config: RunnableConfig | None) -> None:
+        if self._held and config:
+            await self.aflush(_thread_of(config))
 
     def __repr__(self) -> str:
         return f"FencedSaver({self.saver!r})"
+
+
+def _thread_of(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("thread_id"))

@@ -72,7 +72,10 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         try:
             yield from super().stream(input, _with(config, lease), **kwargs)
         finally:
-            give_back(lease)
+            try:
+                self._flush(lease)
+            finally:
+                give_back(lease)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         thread = self._thread(config)
@@ -88,7 +91,21 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             async for chunk in super().astream(input, _with(config, lease), **kwargs):
                 yield chunk
         finally:
-            await agive_back(lease)
+            try:
+                await self._aflush(lease)
+            finally:
+                await agive_back(lease)
+
+    def _flush(self, lease: Lease) -> None:
+        """Save the run's task writes still waiting for a checkpoint (``FencedSaver``)."""
+        saver = self.checkpointer
+        if isinstance(saver, FencedSaver):
+            saver.flush(lease.thread_id)
+
+    async def _aflush(self, lease: Lease) -> None:
+        saver = self.checkpointer
+        if isinstance(saver, FencedSaver):
+            await saver.aflush(lease.thread_id)
 
     def bulk_update_state(
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
@@ -100,7 +117,10 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         try:
             return _without(super().bulk_update_state(_with(config, lease), supersteps))
         finally:
-            give_back(lease)
+            try:
+                self._flush(lease)
+            finally:
+                give_back(lease)
 
     async def abulk_update_state(
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
@@ -112,7 +132,10 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         try:
             return _without(await super().abulk_update_state(_with(config, lease), supersteps))
         finally:
-            await agive_back(lease)
+            try:
+                await self._aflush(lease)
+            finally:
+                await agive_back(lease)
 
 
 def _with(config: Any, lease: Lease) -> RunnableConfig:

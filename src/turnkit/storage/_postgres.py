@@ -54,6 +54,7 @@ class _Modules(NamedTuple):
     saver: ModuleType
     aio: ModuleType
     ledger: ModuleType
+    batching: ModuleType
 
 
 def _modules() -> _Modules:
@@ -66,12 +67,13 @@ def _modules() -> _Modules:
         from langgraph.checkpoint.postgres import aio
 
         from turnkit.registry.ledger import postgres as ledger
+        from turnkit.storage import _batching as batching
     except ImportError as exc:
         raise ImportError(
             f"PostgreSQL storage needs the postgres extra ({exc.name or exc} is missing):"
             " pip install 'turnkit[postgres]'"
         ) from exc
-    return _Modules(psycopg, psycopg_pool, postgres, aio, ledger)
+    return _Modules(psycopg, psycopg_pool, postgres, aio, ledger, batching)
 
 
 def _check(deadline: float) -> None:
@@ -124,7 +126,7 @@ def open_postgres(url: str) -> tuple[Any, Ledger, Callable[[], None]]:
         finally:
             ledger.close()
 
-    return m.saver.PostgresSaver(pool), ledger, close
+    return m.batching.postgres_saver(pool), ledger, close
 
 
 def _setup(m: _Modules, url: str, target: PostgresTarget, kwargs: dict[str, Any]) -> Ledger:
@@ -189,7 +191,7 @@ async def aopen_postgres(url: str) -> tuple[Any, Ledger, Callable[[], Awaitable[
         finally:
             await asyncio.to_thread(ledger.close)
 
-    return m.aio.AsyncPostgresSaver(pool), ledger, aclose
+    return m.batching.async_postgres_saver(pool), ledger, aclose
 
 
 async def _asetup(m: _Modules, url: str, target: PostgresTarget, kwargs: dict[str, Any]) -> Ledger:

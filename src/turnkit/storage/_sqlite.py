@@ -44,7 +44,7 @@ def enter_wal(path: str) -> None:
 
 def open_sqlite(path: str) -> tuple[SqliteSaver, Ledger, Callable[[], None]]:
     """A ``SqliteSaver`` and a ``SqliteLedger`` on the file at ``path``."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from turnkit.storage._batching import BatchingSqliteSaver
 
     enter_wal(path)
     ledger = SqliteLedger(path, busy_timeout=BUSY_TIMEOUT)
@@ -53,7 +53,7 @@ def open_sqlite(path: str) -> tuple[SqliteSaver, Ledger, Callable[[], None]]:
         try:
             for pragma in PRAGMAS:
                 conn.execute(pragma)
-            saver = SqliteSaver(conn)
+            saver = BatchingSqliteSaver(conn)
             saver.setup()
         except BaseException:
             conn.close()

@@ -1,0 +1,129 @@
+"""LangGraph's SQLite and PostgreSQL savers, able to write a step in one transaction.
+
+With ``sync`` durability LangGraph saves each step twice: the step's task writes
+(``put_writes``), then the next checkpoint (``put``), each in a transaction of its own and, on
+PostgreSQL, a round trip of its own. Inside ``batched()`` every call these savers make uses one
+cursor: on PostgreSQL one pipeline (one round trip, one implicit transaction ended by its sync),
+on SQLite one transaction (one commit); ``AsyncPostgresSaver`` gets the same as ``abatched()``.
+(LangGraph's async SQLite saver commits on its connection, not in a cursor: it is left as it is.)
+``FencedSaver`` holds a run's task writes back until the checkpoint that follows them and saves
+both in one batch (docs/architecture.md §6).
+
+Only the cursor each saver opens is changed; its SQL, serialisation and methods are LangGraph's.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+__all__ = ["BatchingSqliteSaver", "async_postgres_saver", "postgres_saver"]
+
+_SHARED: ContextVar[tuple[Any, Any] | None] = ContextVar("turnkit_batch", default=None)
+"""The async saver and cursor of the ``abatched()`` block the running task is in."""
+
+
+class BatchingSqliteSaver(SqliteSaver):
+    """``SqliteSaver`` whose calls inside ``batched()`` share one transaction (one commit)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._batch = threading.local()
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Run the saver calls made inside in one transaction, committed at the end."""
+        with super().cursor(transaction=True) as cur:
+            self._batch.cursor = cur
+            try:
+                yield
+            finally:
+                self._batch.cursor = None
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[Any]:
+        shared = getattr(self._batch, "cursor", None)
+        if shared is not None:
+            yield shared
+            return
+        with super().cursor(transaction) as cur:
+            yield cur
+
+
+def postgres_saver(pool: Any) -> Any:
+    """A ``PostgresSaver`` on ``pool`` whose calls inside ``batched()`` share one pipeline."""
+    return _postgres_class()(pool)
+
+
+@functools.cache
+def _postgres_class() -> type[Any]:
+    """The class, made once when first needed (psycopg is the ``postgres`` extra's)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    class BatchingPostgresSaver(PostgresSaver):
+        """``PostgresSaver`` whose calls inside ``batched()`` share one pipeline: one round trip."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._batch = threading.local()
+
+        @contextmanager
+        def batched(self) -> Iterator[None]:
+            """Run the saver calls made inside in one pipeline, synced (committed) at the end."""
+            with super()._cursor(pipeline=True) as cur:
+                self._batch.cursor = cur
+                try:
+                    yield
+                finally:
+                    self._batch.cursor = None
+
+        @contextmanager
+        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            shared = getattr(self._batch, "cursor", None)
+            if shared is not None:
+                yield shared
+                return
+            with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+
+    return BatchingPostgresSaver
+
+
+def async_postgres_saver(pool: Any) -> Any:
+    """An ``AsyncPostgresSaver`` on ``pool`` whose calls inside ``abatched()`` share a pipeline."""
+    return _async_postgres_class()(pool)
+
+
+@functools.cache
+def _async_postgres_class() -> type[Any]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    class AsyncBatchingPostgresSaver(AsyncPostgresSaver):
+        """``AsyncPostgresSaver`` whose calls inside ``abatched()`` share one pipeline."""
+
+        @asynccontextmanager
+        async def abatched(self) -> AsyncIterator[None]:
+            """Run the saver calls the task makes inside in one pipeline, synced at the end."""
+            async with super()._cursor(pipeline=True) as cur:
+                token = _SHARED.set((self, cur))
+                try:
+                    yield
+                finally:
+                    _SHARED.reset(token)
+
+        @asynccontextmanager
+        async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+            shared = _SHARED.get()
+            if shared is not None and shared[0] is self:
+                yield shared[1]
+                return
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+
+    return AsyncBatchingPostgresSaver
