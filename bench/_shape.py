@@ -3,7 +3,8 @@
 The same six nodes, the same state channels (``TurnState``, messages as deltas), the same routes
 and read views as ``build_turn_graph`` — but each node does only what the turn needs to produce
 the same messages: bind the tools and call the model, run the tool function, wrap its result.
-No rights, no validation, no ledger, no fitting. ``turnkit ÷ shape`` is then the price of
+No rights, no validation, no ledger, no fitting. Async runs await the model and run the other
+nodes on the event loop, as turnkit's do. ``turnkit ÷ shape`` is then the price of
 turnkit's own work, and ``shape ÷ create_agent`` the price of six visible steps in LangGraph.
 """
 
@@ -35,6 +36,10 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
     def call_model(state: Any) -> dict[str, Any]:
         return {"messages": [bound.invoke(state["messages"])], "round": state.get("round", 0) + 1}
 
+    async def acall_model(state: Any) -> dict[str, Any]:
+        reply = await bound.ainvoke(state["messages"])
+        return {"messages": [reply], "round": state.get("round", 0) + 1}
+
     def validate_args(state: Any) -> dict[str, Any]:
         ai: AIMessage = state["messages"][-1]
         return {"calls": [dict(c) for c in ai.tool_calls], "answers": {}}
@@ -56,8 +61,8 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
         return {"held": []}
 
     graph = StateGraph(TurnState, output_schema=TurnOutput)
-    nodes = {
-        name: RunnableCallable(node, name=name, trace=False)
+    nodes = {  # async runs call the model without blocking and run the rest on the loop
+        name: RunnableCallable(node, _on_the_loop(node, acall_model), name=name, trace=False)
         for name, node in [
             ("list_tools", list_tools),
             ("call_model", call_model),
@@ -69,3 +74,15 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
     }
     wire(graph, nodes)
     return graph.compile(checkpointer=checkpointer)
+
+
+def _on_the_loop(node: Any, acall_model: Any) -> Any:
+    """The async twin of ``node``: the model call awaited, any other node run inline (as
+    turnkit's nodes that need nothing that blocks)."""
+    if node.__name__ == "call_model":
+        return acall_model
+
+    async def inline(state: Any) -> dict[str, Any]:
+        return node(state)  # type: ignore[no-any-return]
+
+    return inline

@@ -15,8 +15,10 @@ once, full collections are long and frequent, and they are most of the wall time
 the turns need (``gc.freeze()`` after start-up, in the application, removed ~40 % of it here).
 
 turnkit runs with its default durability (``sync``) and with ``async`` for comparison;
-``create_agent`` (LangGraph's default, ``async``) is the peer. Ratios are wall time over the target
-(below 1 meets it), and for turnkit also wall time over ``create_agent``'s.
+``create_agent`` (LangGraph's default, ``async``) is the peer. turnkit's shape with turnkit's work
+removed (``_shape.py``) runs too: ``shape ÷ create_agent`` is what six visible steps cost in
+LangGraph under concurrency, ``turnkit ÷ shape`` what turnkit's own work costs. Ratios are wall
+time over the target (below 1 meets it), and for turnkit also wall time over ``create_agent``'s.
 
     .venv/bin/python bench/concurrency.py [--quick]
 """
@@ -42,6 +44,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from bench._shape import shape_graph
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
 
@@ -70,6 +73,11 @@ def turnkit_graph(durability: str) -> Factory:
         return graph, {"context": CONTEXT, "_close": executor.close}
 
     return make
+
+
+def shape(model: Any) -> tuple[Any, dict[str, Any]]:
+    """turnkit's six-node shape with turnkit's work removed (``_shape.py``), ``sync`` as turnkit."""
+    return shape_graph(model, InMemorySaver()), {"durability": "sync"}
 
 
 def agent_graph(model: Any) -> tuple[Any, dict[str, Any]]:
@@ -195,6 +203,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     contenders: dict[str, Factory] = {
         "turnkit sync": turnkit_graph("sync"),
         "turnkit async": turnkit_graph("async"),
+        "shape": shape,
         "create_agent": agent_graph,
     }
     rows = []
@@ -231,6 +240,24 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             row(SCENARIO, f"{case}: garbage collection within the concurrent run", collecting, "s")
         )
         rows.append(row(SCENARIO, f"{case}: longest event-loop step", lag * 1000, "ms"))
+    rows.append(
+        row(
+            SCENARIO,
+            "shape, turnkit's work removed: concurrent CPU per turn (÷ create_agent)",
+            cpus["shape"] / turns * 1e3,
+            "ms",
+            ratio=cpus["shape"] / cpus["create_agent"],
+        )
+    )
+    rows.append(
+        row(
+            SCENARIO,
+            "turnkit sync: concurrent CPU per turn (÷ shape: the price of turnkit's own work)",
+            cpus["turnkit sync"] / turns * 1e3,
+            "ms",
+            ratio=cpus["turnkit sync"] / cpus["shape"],
+        )
+    )
     for case in ("turnkit sync", "turnkit async"):
         rows.append(
             row(

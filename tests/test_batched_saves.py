@@ -24,6 +24,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
 
+from conftest import postgres_url
 from turnkit import Caller, Registry, StaticPermissions
 from turnkit.graph import TurnContext, build_turn_graph, with_thread_leases
 from turnkit.registry.executor import Executor
@@ -203,13 +204,10 @@ def test_a_finished_sibling_of_a_stopped_node_is_saved_and_not_run_again(storage
     assert calls.count("a") == 1
 
 
-def test_an_async_turn_on_postgresql_saves_its_steps_batched_and_the_same_history(
-    shop, ledger_url
-):
+def test_an_async_turn_on_postgresql_saves_its_steps_batched_and_the_same_history(shop):
     """``open_async_storage``'s PostgreSQL saver batches too (``abatched``); SQLite's async saver
-    does not, and its turns are covered by every other async test."""
-    if "postgresql" not in ledger_url:
-        pytest.skip("LangGraph's async SQLite saver commits on its connection: not batched")
+    does not (it commits on its connection), and its turns are covered by every other async test."""
+    ledger_url = postgres_url()
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from turnkit.storage import open_async_storage
