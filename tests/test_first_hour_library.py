@@ -141,11 +141,13 @@ def test_an_executor_without_a_ledger_leaves_no_folder_behind(tmp_path, monkeypa
     import tempfile
 
     from turnkit import chat
+    from turnkit.registry.ledger import MemoryLedger
     from turnkit.testing import ScriptedModel
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     executor = Executor(Registry())
-    assert len(list(tmp_path.iterdir())) == 1
+    assert isinstance(executor.ledger, MemoryLedger)  # its own ledger is in memory: no file
+    assert list(tmp_path.iterdir()) == []
     executor.close()
     assert list(tmp_path.iterdir()) == []
     for _ in range(3):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import sqlite3
+from typing import Any
 
 import pytest
 
 import _workers
 from _shop import prices
-from turnkit import Settings, SqliteLedger, open_ledger
+from turnkit import Caller, Registry, Settings, SqliteLedger, Tool, open_ledger
+from turnkit.registry.executor import Executor
 
 
 def test_settings_are_read_at_call_time(executor, ledger):
@@ -176,3 +179,89 @@ def test_closing_a_sqlite_ledger_while_another_thread_runs_a_statement_waits_for
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[2000000]"
+
+
+def test_an_executors_own_ledger_lives_in_memory_and_is_shared_by_its_threads():
+    """``Executor()`` without a ledger keeps one in memory: every thread sees the same rows, and
+    closing it while another thread runs a statement waits for that statement."""
+    import threading
+
+    from turnkit.registry.ledger import MemoryLedger
+
+    executor = Executor(Registry())
+    ledger = executor.ledger
+    assert isinstance(ledger, MemoryLedger)
+    assert not ledger.blocking
+    ledger.set_setting("confirm_batch_over", 3)
+    seen: list[Any] = []
+    worker = threading.Thread(target=lambda: seen.append(ledger.settings()))
+    worker.start()
+    worker.join()
+    assert seen == [{"confirm_batch_over": 3}]
+    assert ledger.charge("u", 1, 2, 3)
+    assert not ledger.charge("u", 1, 2, 3)
+    assert ledger.usage("u", 1) == 2
+
+    def spin() -> None:
+        ledger._run(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000)"
+            " SELECT count(*) FROM c"
+        )
+
+    busy = threading.Thread(target=spin)
+    busy.start()
+    executor.close()  # waits for the statement, then forgets everything
+    busy.join()
+    with pytest.raises(sqlite3.ProgrammingError):
+        ledger.settings()
+
+
+async def test_a_ledger_in_memory_is_asked_on_the_event_loop_not_in_a_worker_thread(monkeypatch):
+    """Its statements touch no disk: async calls run them on the loop (no thread hop), and a
+    call with an async handler never leaves the loop."""
+    import asyncio
+
+    hops: list[str] = []
+    real = asyncio.to_thread
+
+    async def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(function, "__name__", "?"))
+        return await real(function, *args, **kwargs)
+
+    async def echo(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"echo": input["text"]}
+
+    tool = Tool(
+        name="demo.echo_text",
+        description="Echo.",
+        audience="public",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        handler=echo,
+    )
+    executor = Executor(Registry([Demo([tool])]))
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    await executor.ledger.aset_setting("confirm_batch_over", 4)
+    assert (await executor.ledger.asettings()) == {"confirm_batch_over": 4}
+    answer = await executor.aexecute(Caller.public(), "demo.echo_text", {"text": "hi"})
+    assert answer["result"] == {"echo": "hi"}
+    (row,) = await executor.ledger.aaudit_rows()
+    assert (row["tool"], row["status"]) == ("demo.echo_text", "ok")
+    assert hops == []
+    executor.close()
+
+
+class Demo:
+    """A module of the given tools."""
+
+    key = "demo"
+
+    def __init__(self, tools: list[Tool]) -> None:
+        self.tools = tools
+
+    def api_tools(self) -> list[Tool]:
+        return self.tools

@@ -145,8 +145,8 @@ def build_turn_graph(
     """
     if executor.ledger_is_temporary and durable(checkpointer):
         log.warning(
-            "the turn graph's checkpoints are durable, but its executor keeps its ledger in a"
-            " temporary file of its own: its held writes, idempotency records and thread leases"
+            "the turn graph's checkpoints are durable, but its executor keeps its ledger in"
+            " this process's memory: its held writes, idempotency records and thread leases"
             " end with this process. Give the executor the storage's ledger:"
             " Executor(registry, ledger=storage.ledger)"
         )

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-import tempfile
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from turnkit.registry._effects import Environment, OnLedger, Permissions, adrive, drive
@@ -34,7 +31,7 @@ from turnkit.registry.confirmations import (
     current_steps,
     refusal_for_others,
 )
-from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger
+from turnkit.registry.ledger import Confirmation, Ledger, MemoryLedger
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
@@ -75,8 +72,7 @@ class Executor:
         Args:
             registry: the tools.
             ledger: where confirmations, idempotency records, usage and audit rows live. Default:
-                a SQLite file in a new temporary folder, removed on ``close()`` (or when the
-                executor is collected): nothing survives.
+                a ``MemoryLedger`` of its own, in this process's memory: nothing survives.
             permissions: ``(caller) -> permissions``, sync or async, asked on every call.
             settings: the defaults; the operator's overrides in the ledger win at call time.
             clock: seconds since the epoch (tests pass a fake one to expire confirmations).
@@ -87,11 +83,10 @@ class Executor:
         self._shown: dict[tuple[Any, ...], list[Tool]] = {}  # visible tools by every input
         self._forget: Callable[[], None] = lambda: None
         self.ledger_is_temporary = ledger is None
-        """Whether the ledger is the executor's own temporary file (no ``ledger`` was given)."""
-        if ledger is None:  # a ledger of its own, removed with its folder on close (or collection)
-            folder = tempfile.mkdtemp(prefix="turnkit-")
-            ledger = SqliteLedger(Path(folder) / "ledger.sqlite")
-            self._forget = weakref.finalize(self, _remove, ledger, folder)
+        """Whether the ledger is the executor's own, in memory (no ``ledger`` was given)."""
+        if ledger is None:  # a ledger of its own, closed on close (or collection)
+            ledger = MemoryLedger()
+            self._forget = weakref.finalize(self, ledger.close)
         self.registry = registry
         self.ledger = ledger
         self.permissions = permissions
@@ -374,13 +369,6 @@ class Executor:
 
     def close(self) -> None:
         """Stop the handler threads (waiting for none); close the ledger only if the executor
-        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``), and then
-        remove its temporary folder."""
+        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``)."""
         self._env.handler_pool.shutdown(wait=False, cancel_futures=True)
         self._forget()
-
-
-def _remove(ledger: Ledger, folder: str) -> None:
-    """Close an executor's own ledger and remove its temporary folder."""
-    ledger.close()
-    shutil.rmtree(folder, ignore_errors=True)

@@ -1,7 +1,8 @@
 """The ledger: confirmations, idempotency records, rate-limit usage, settings and audit rows.
 
 One schema, two backends: ``SqliteLedger`` (a file; the default) and ``PostgresLedger``.
-``open_ledger(url)`` picks one from a URL or a path.
+``open_ledger(url)`` picks one from a URL or a path. ``MemoryLedger`` keeps an executor's own
+ledger, when it is given none, in the process's memory.
 """
 
 from __future__ import annotations
@@ -9,11 +10,19 @@ from __future__ import annotations
 import os
 
 from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.memory import MemoryLedger
 from turnkit.registry.ledger.records import Confirmation, IdempotencyRecord
 from turnkit.registry.ledger.sqlite import SqliteLedger
 from turnkit.registry.ledger.urls import parse_url
 
-__all__ = ["Confirmation", "IdempotencyRecord", "Ledger", "SqliteLedger", "open_ledger"]
+__all__ = [
+    "Confirmation",
+    "IdempotencyRecord",
+    "Ledger",
+    "MemoryLedger",
+    "SqliteLedger",
+    "open_ledger",
+]
 
 
 def open_ledger(url: str | os.PathLike[str]) -> Ledger:

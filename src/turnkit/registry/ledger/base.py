@@ -35,10 +35,15 @@ R = TypeVar("R")
 
 def _async_twin(method: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
     async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not args[0].blocking:  # type: ignore[attr-defined]  # args[0] is the ledger
+            return method(*args, **kwargs)
         return await asyncio.to_thread(method, *args, **kwargs)
 
     twin.__name__ = f"a{method.__name__}"
-    twin.__doc__ = f"Async twin of ``{method.__name__}``: runs it in a worker thread."
+    twin.__doc__ = (
+        f"Async twin of ``{method.__name__}``: runs it in a worker thread (on the loop when the"
+        " ledger does not block)."
+    )
     return twin
 
 
@@ -61,6 +66,10 @@ def _load(text: str | None) -> Any:
 
 class Ledger(ABC):
     """The durable memory of the executor. Use ``SqliteLedger`` or ``PostgresLedger``."""
+
+    blocking = True
+    """Whether a statement may wait on a disk or a server: async code then runs it in a worker
+    thread (``MemoryLedger``'s run on the event loop)."""
 
     @abstractmethod
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
