@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"  thread lease: {lease_cost(storage.ledger) * 1e6:.0f} µs per turn (take, give back)"
         )
-    if args.checkpointer == "postgres":  # open_storage's PostgresSaver is sync only
-        print("  async read turn: not counted on PostgreSQL (the saver has no async methods)")
+    if storage is not None:  # open_storage's savers are sync only
+        print("  async read turn: not counted on a sync saver (open_async_storage's are async)")
     else:
         print(f"  async read turn: {hops(graph, saver)} worker-thread hops (asyncio.to_thread)")
     print(f"  Agent.prompt: {thread_reads()} reads of its thread (aget_state) per prompt")

@@ -118,6 +118,29 @@ def test_a_postgres_lease_holds_no_transaction_id_or_snapshot_while_it_lasts(pos
     first.thread_leases().release(held)
 
 
+def test_a_postgres_lease_reads_the_settings_in_its_own_round_trip(postgres):
+    """The run's one settings read rides on the lease's statement (``list_tools`` uses it);
+    lock rows (SQLite, behind a pooler) read none, and ``list_tools`` asks the ledger."""
+    _, first, _ = postgres
+    first.set_setting("confirm_batch_over", 7)
+    held = first.thread_leases().take("t")
+    assert held is not None
+    assert held.overrides == {"confirm_batch_over": 7} == first.settings()
+    first.thread_leases().release(held)
+    first.clear_setting("confirm_batch_over")
+    held = first.thread_leases().take("t")
+    assert held is not None
+    assert held.overrides == {}
+    first.thread_leases().release(held)
+
+
+def test_a_sqlite_lease_reads_no_settings(sqlite):
+    held = sqlite.thread_leases().take("t")
+    assert held is not None
+    assert held.overrides is None
+    sqlite.thread_leases().release(held)
+
+
 def test_a_postgres_lease_whose_session_ended_is_lost_and_the_thread_free(postgres):
     url, first, second = postgres
     held = first.thread_leases().take("t")

@@ -314,3 +314,36 @@ def test_a_busy_timeout_that_is_not_a_number_of_seconds_is_refused_clearly(wait,
         config = {"configurable": {"thread_id": "t", "busy_timeout": wait}}
         with pytest.raises(ValueError, match="busy_timeout must be a number of seconds"):
             graph.invoke({"messages": [("user", "hi")]}, config, context=ALICE)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_turn_obeys_the_settings_read_with_its_lease(backend, mode, tmp_path, shop, rights):
+    """On PostgreSQL the run's settings come with its lease (one round trip for both); on SQLite
+    ``list_tools`` reads them. Either way the operator's change made before the run holds."""
+    from conftest import postgres_url
+    from turnkit import Executor, Registry
+    from turnkit.storage import open_async_storage
+
+    url = str(tmp_path / "s.sqlite") if backend == "sqlite" else postgres_url()
+    model = ScriptedModel([LIST, LIST])
+    config = {"configurable": {"thread_id": "rounds"}}
+
+    def graph_on(storage: Any) -> Any:
+        storage.ledger.set_setting("max_rounds", 1)
+        executor = Executor(Registry([shop]), ledger=storage.ledger, permissions=rights)
+        return build_turn_graph(executor, model, checkpointer=storage.checkpointer)
+
+    if mode == "invoke":
+        with open_storage(url) as storage:
+            final = graph_on(storage).invoke({"messages": [("user", "go")]}, config, context=ALICE)
+    else:
+
+        async def main() -> Any:
+            async with await open_async_storage(url) as storage:
+                graph = await asyncio.to_thread(graph_on, storage)
+                return await graph.ainvoke({"messages": [("user", "go")]}, config, context=ALICE)
+
+        final = asyncio.run(main())
+    assert "stopped after 1 round" in final["messages"][-1].content
+    assert len(model.calls) == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from turnkit.nodes.bound import Bound
@@ -24,6 +25,7 @@ from turnkit.nodes.tools import held as held_in
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
+from turnkit.turn.leases import lease_of
 from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer, TurnState
 
 __all__ = ["alist_tools", "list_tools"]
@@ -33,7 +35,8 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     """Sync node: the caller's tools now, and what earlier rounds and turns left to settle."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    overrides, tools = executor.tools_now(caller, allow)  # the run's one read of the settings
+    read = _read_with_the_lease()
+    overrides, tools = executor.tools_now(caller, allow, read)  # the run's one settings read
     turn = bound.both_settings(overrides)[1]
     held = state.get("held") or []
     found = [executor.confirmation(h["confirmation_id"]) for h in held]
@@ -48,7 +51,8 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     """Async node: as ``list_tools``, without blocking the event loop."""
     caller, allow = bound.caller(runtime)
     executor = bound.executor
-    overrides, tools = await executor.atools_now(caller, allow)  # the run's settings read
+    read = _read_with_the_lease()
+    overrides, tools = await executor.atools_now(caller, allow, read)  # the run's settings read
     turn = bound.both_settings(overrides)[1]
     held = state.get("held") or []
     found = [await executor.aconfirmation(h["confirmation_id"]) for h in held]
@@ -57,6 +61,12 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     decided = {cid: await executor.aconfirmation(cid) for cid in _held_ids(state, records)}
     recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
     return _update(state, tools, held, found, overrides, turn, recorded)
+
+
+def _read_with_the_lease() -> dict[str, Any] | None:
+    """The settings the run's lease read in its own round trip (PostgreSQL), if it did."""
+    lease = lease_of(get_config())
+    return None if lease is None else lease.overrides
 
 
 def _lookups(state: TurnState, runtime: Runtime[Any]) -> list[tuple[str, str, str]]:

@@ -132,19 +132,23 @@ class Executor:
         """Async twin of ``visible_for``."""
         return await adrive(self._visible_steps(caller, allow, settings), self._env)
 
-    def tools_now(self, caller: Caller, allow: Allow = "all") -> tuple[dict[str, Any], list[Tool]]:
+    def tools_now(
+        self, caller: Caller, allow: Allow = "all", overrides: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], list[Tool]]:
         """``(the operator's setting overrides, the tools caller may see under them)``, read
-        now, together: what a turn starts with (one thread hop on the async path, not two)."""
-        return drive(self._tools_steps(caller, allow), self._env)
+        now, together: what a turn starts with (one thread hop on the async path, not two).
+        ``overrides`` just read elsewhere (with the run's thread lease) are used as they are."""
+        return drive(self._tools_steps(caller, allow, overrides), self._env)
 
     async def atools_now(
-        self, caller: Caller, allow: Allow = "all"
+        self, caller: Caller, allow: Allow = "all", overrides: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], list[Tool]]:
         """Async twin of ``tools_now``."""
-        return await adrive(self._tools_steps(caller, allow), self._env)
+        return await adrive(self._tools_steps(caller, allow, overrides), self._env)
 
-    def _tools_steps(self, caller: Caller, allow: Allow) -> Any:
-        overrides = yield OnLedger(lambda ledger: ledger.settings())
+    def _tools_steps(self, caller: Caller, allow: Allow, overrides: dict[str, Any] | None) -> Any:
+        if overrides is None:
+            overrides = yield OnLedger(lambda ledger: ledger.settings())
         tools = yield from self._visible_steps(caller, allow, self.defaults.merged(overrides))
         return overrides, tools
 

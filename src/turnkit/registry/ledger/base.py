@@ -27,7 +27,7 @@ from turnkit.registry.ledger.records import (
 )
 from turnkit.registry.ledger.schema import CONFIRMATION_COLUMNS, TABLES
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "overrides_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,6 +62,11 @@ def _text(value: str | None, limit: int = 2000) -> str | None:
 
 def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def overrides_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """The settings overrides in the rows of ``SELECT key, value FROM turnkit_settings``."""
+    return {key: _load(value) for key, value in rows}
 
 
 class Ledger(ABC):
@@ -102,10 +107,7 @@ class Ledger(ABC):
 
     def settings(self) -> dict[str, Any]:
         """The operator's setting overrides."""
-        return {
-            key: _load(value)
-            for key, value in self._rows("SELECT key, value FROM turnkit_settings")
-        }
+        return overrides_of(self._rows("SELECT key, value FROM turnkit_settings"))
 
     def set_setting(self, key: str, value: Any) -> None:
         """Override setting ``key`` with the JSON value ``value``, effective on the next call."""

@@ -81,6 +81,9 @@ class Lease:
     leases: ThreadLeases | LocalLeases = field(repr=False)
     session: Any = field(default=None, repr=False)
     """The backend's hold (PostgreSQL: the connection whose transaction holds the lock)."""
+    overrides: dict[str, Any] | None = field(default=None, repr=False)
+    """The operator's setting overrides, when the backend read them in the lease's own round
+    trip (PostgreSQL): the run's one settings read, which ``list_tools`` then need not make."""
 
     @property
     def name(self) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from turnkit.errors import StorageError
-from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.base import Ledger, overrides_of
 from turnkit.registry.ledger.leases import HOLDER, POSTGRES_NOW, Lease, ThreadLeases
 from turnkit.registry.ledger.schema import TABLES
 from turnkit.registry.ledger.urls import postgres_target, shown
@@ -131,12 +131,14 @@ _TAKE = (
     "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0;"
     " SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' ||"
     " {thread}, 7)) THEN set_config('application_name', {holder} || '#' ||"
-    " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, true) END"
+    " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, true) END;"
+    " SELECT key, value FROM turnkit_settings"
 )
 """One round trip: open the transaction (exempt from an idle timeout: it waits for the model),
 try the thread's lock, and on success name the session ``holder#token`` for the transaction
-(what ``holder`` finds). The token is the server's clock in
-µs: a sequence would give the holding transaction an id, which holds back vacuum while it lasts.
+(what ``holder`` finds); and read the operator's settings, the run's one read of them. The
+token is the server's clock in µs: a sequence would give the holding transaction an id, which
+holds back vacuum while it lasts.
 Sent without parameters (the simple protocol): a parameterised statement leaves a portal open
 whose snapshot would stall ``CREATE INDEX CONCURRENTLY`` elsewhere for as long as the run."""
 _HOLDER = (
@@ -181,6 +183,8 @@ class PostgresLeases(ThreadLeases):
             cursor.nextset()  # past BEGIN's result
             cursor.nextset()  # and SET's
             row = cursor.fetchone()
+            cursor.nextset()  # the settings
+            overrides = overrides_of(cursor.fetchall())
             if not row or row[0] is None:
                 conn.execute("ROLLBACK")
                 pool.putconn(conn)
@@ -189,7 +193,7 @@ class PostgresLeases(ThreadLeases):
             pool.putconn(conn)  # a connection in a failed state is discarded by the pool
             raise
         token = int(row[0].rpartition("#")[2])
-        return Lease(thread_id, token, HOLDER, float("inf"), self, conn)
+        return Lease(thread_id, token, HOLDER, float("inf"), self, conn, overrides)
 
     def release(self, lease: Lease) -> None:
         conn, lease.session = lease.session, None
