@@ -240,24 +240,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             row(SCENARIO, f"{case}: garbage collection within the concurrent run", collecting, "s")
         )
         rows.append(row(SCENARIO, f"{case}: longest event-loop step", lag * 1000, "ms"))
-    rows.append(
-        row(
-            SCENARIO,
-            "shape, turnkit's work removed: concurrent CPU per turn (÷ create_agent)",
-            cpus["shape"] / turns * 1e3,
-            "ms",
-            ratio=cpus["shape"] / cpus["create_agent"],
-        )
-    )
-    rows.append(
-        row(
-            SCENARIO,
-            "turnkit sync: concurrent CPU per turn (÷ shape: the price of turnkit's own work)",
-            cpus["turnkit sync"] / turns * 1e3,
-            "ms",
-            ratio=cpus["turnkit sync"] / cpus["shape"],
-        )
-    )
+    for case, peer, label in [
+        ("shape", "create_agent", "shape, turnkit's work removed: concurrent CPU per turn"),
+        ("turnkit sync", "shape", "turnkit sync: concurrent CPU per turn"),
+    ]:
+        why = ": the price of turnkit's own work" if peer == "shape" else ""
+        per_turn, ratio = cpus[case] / turns * 1e3, cpus[case] / cpus[peer]
+        rows.append(row(SCENARIO, f"{label} (÷ {peer}{why})", per_turn, "ms", ratio=ratio))
     for case in ("turnkit sync", "turnkit async"):
         rows.append(
             row(

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -29,6 +29,28 @@ _SHARED: ContextVar[tuple[Any, Any] | None] = ContextVar("turnkit_batch", defaul
 """The async saver and cursor of the ``abatched()`` block the running task is in."""
 
 
+@contextmanager
+def _one_batch(batch: threading.local, opened: Callable[[], Any]) -> Iterator[None]:
+    """Open a cursor (``opened``) that the saver's calls in this thread share until the end."""
+    with opened() as cur:
+        batch.cursor = cur
+        try:
+            yield
+        finally:
+            batch.cursor = None
+
+
+@contextmanager
+def _shared_or(batch: threading.local, opened: Callable[[], Any]) -> Iterator[Any]:
+    """The batch's cursor inside ``batched()``; else a cursor of the saver's own (``opened``)."""
+    shared = getattr(batch, "cursor", None)
+    if shared is not None:
+        yield shared
+        return
+    with opened() as cur:
+        yield cur
+
+
 class BatchingSqliteSaver(SqliteSaver):
     """``SqliteSaver`` whose calls inside ``batched()`` share one transaction (one commit)."""
 
@@ -36,24 +58,14 @@ class BatchingSqliteSaver(SqliteSaver):
         super().__init__(*args, **kwargs)
         self._batch = threading.local()
 
-    @contextmanager
-    def batched(self) -> Iterator[None]:
+    def batched(self) -> AbstractContextManager[None]:
         """Run the saver calls made inside in one transaction, committed at the end."""
-        with super().cursor(transaction=True) as cur:
-            self._batch.cursor = cur
-            try:
-                yield
-            finally:
-                self._batch.cursor = None
+        opened = super().cursor
+        return _one_batch(self._batch, lambda: opened(True))
 
-    @contextmanager
-    def cursor(self, transaction: bool = True) -> Iterator[Any]:
-        shared = getattr(self._batch, "cursor", None)
-        if shared is not None:
-            yield shared
-            return
-        with super().cursor(transaction) as cur:
-            yield cur
+    def cursor(self, transaction: bool = True) -> AbstractContextManager[Any]:  # type: ignore[override]
+        opened = super().cursor
+        return _shared_or(self._batch, lambda: opened(transaction))
 
 
 def postgres_saver(pool: Any) -> Any:
@@ -73,24 +85,14 @@ def _postgres_class() -> type[Any]:
             super().__init__(*args, **kwargs)
             self._batch = threading.local()
 
-        @contextmanager
-        def batched(self) -> Iterator[None]:
+        def batched(self) -> AbstractContextManager[None]:
             """Run the saver calls made inside in one pipeline, synced (committed) at the end."""
-            with super()._cursor(pipeline=True) as cur:
-                self._batch.cursor = cur
-                try:
-                    yield
-                finally:
-                    self._batch.cursor = None
+            opened = super()._cursor
+            return _one_batch(self._batch, lambda: opened(pipeline=True))
 
-        @contextmanager
-        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            shared = getattr(self._batch, "cursor", None)
-            if shared is not None:
-                yield shared
-                return
-            with super()._cursor(pipeline=pipeline) as cur:
-                yield cur
+        def _cursor(self, *, pipeline: bool = False) -> AbstractContextManager[Any]:  # type: ignore[override]
+            opened = super()._cursor
+            return _shared_or(self._batch, lambda: opened(pipeline=pipeline))
 
     return BatchingPostgresSaver
 
