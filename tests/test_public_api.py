@@ -20,6 +20,7 @@ EXPECTED = [
     "Executor",
     "LeaseLost",
     "Ledger",
+    "MemoryLedger",
     "ModelError",
     "Module",
     "ModuleError",

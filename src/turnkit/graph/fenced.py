@@ -84,9 +84,8 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.config_specs
 
     def __getattr__(self, name: str) -> Any:  # a saver's own extras (``setup``, ``conn``, ...)
-        if name in ("saver", "leases", "_held", "_held_lock"):  # not set yet (copying): no
-            # endless recursion
-            raise AttributeError(name)
+        if name in ("saver", "leases", "_held", "_held_lock"):  # not set yet (copying)
+            raise AttributeError(name)  # (no endless recursion)
         return getattr(self.saver, name)
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> FencedSaver:

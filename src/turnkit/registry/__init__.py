@@ -7,7 +7,13 @@ from turnkit.registry.caller import Caller, PermissionProvider, StaticPermission
 from turnkit.registry.confirmations import Decision
 from turnkit.registry.context import CONTROL_FIELDS, CallContext
 from turnkit.registry.executor import Executor
-from turnkit.registry.ledger import Confirmation, Ledger, SqliteLedger, open_ledger
+from turnkit.registry.ledger import (
+    Confirmation,
+    Ledger,
+    MemoryLedger,
+    SqliteLedger,
+    open_ledger,
+)
 from turnkit.registry.ledger.postgres import PostgresLedger
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.registry import Module, ModuleWarning, Registry
@@ -25,6 +31,7 @@ __all__ = [
     "Decision",
     "Executor",
     "Ledger",
+    "MemoryLedger",
     "Module",
     "ModuleWarning",
     "PermissionProvider",
