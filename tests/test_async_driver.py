@@ -147,9 +147,19 @@ async def test_a_call_whose_code_is_all_sync_makes_one_worker_thread_hop(ledger,
     assert len(ledger.audit_rows()) == 1
 
 
-async def test_a_run_cancelled_while_its_sync_handler_runs_still_records_the_outcome(ledger):
+@pytest.fixture(params=["given", "memory"])
+def any_ledger(request, ledger) -> Any:
+    """The test's ledger (SQLite file, PostgreSQL), or a ``MemoryLedger``, whose statements run
+    on the event loop."""
+    from turnkit.registry.ledger import MemoryLedger
+
+    return ledger if request.param == "given" else MemoryLedger()
+
+
+async def test_a_run_cancelled_while_its_sync_handler_runs_still_records_the_outcome(any_ledger):
     """The handler cannot be stopped: once it has run, its audit row and idempotency record are
     written, so a retry with the same key replays instead of running it a second time."""
+    ledger = any_ledger
     started, go_on = threading.Event(), threading.Event()
     runs: list[int] = []
 

@@ -242,3 +242,61 @@ def test_an_async_turn_on_postgresql_saves_its_steps_batched_and_the_same_histor
 
     spent = asyncio.run(main())
     assert spent["ours"] <= spent["theirs"] - 6, spent
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_other_durabilities_save_the_same_history_as_langgraphs_saver(storage, shop, durability):
+    ours = turn_graph(storage, shop, storage.checkpointer, [LIST, "Here they are."])
+    theirs = turn_graph(storage, shop, langgraph_saver(storage), [LIST, "Here they are."])
+    for graph, thread in ((ours, "ours"), (theirs, "theirs")):
+        graph.invoke(
+            {"messages": [HumanMessage("list")]},
+            _config(thread),
+            context=ALICE,
+            durability=durability,
+        )
+    assert history(ours, "ours") == history(theirs, "theirs")
+    assert ours.get_state(_config("ours")).values["messages"][-1].content == "Here they are."
+
+
+def test_a_stream_closed_early_leaves_a_thread_that_goes_on(storage, shop):
+    """The consumer stops reading after the first step: what the run held back is saved when
+    its stream is closed, and the next run goes on from there, as on LangGraph's saver."""
+    for chosen, thread in ((storage.checkpointer, "ours"), (langgraph_saver(storage), "theirs")):
+        graph = turn_graph(storage, shop, chosen, [LIST, "Here they are."])
+        first = {"messages": [HumanMessage("list")]}
+        stream = graph.stream(first, _config(thread), context=ALICE, durability="sync")
+        next(stream)
+        stream.close()
+        assert graph.get_state(_config(thread)).next  # stopped part-way
+        final = graph.invoke(None, _config(thread), context=ALICE, durability="sync")
+        assert final["messages"][-1].content == "Here they are."
+
+
+@pytest.mark.parametrize("saver", ["turnkit", "langgraph"])
+def test_an_async_stream_closed_early_leaves_a_thread_that_goes_on(shop, saver):
+    """As above with ``astream`` on ``open_async_storage``'s PostgreSQL saver (``abatched``)."""
+    url = postgres_url()
+    asyncio.run(_first_chunk_then_close(url, shop, saver, None if saver == "turnkit" else 1))
+
+
+async def _first_chunk_then_close(url: str, shop: Any, thread: str, saver: Any) -> None:
+    """Close ``astream`` after its first chunk, then finish the turn with ``ainvoke``."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from turnkit.storage import open_async_storage
+
+    async with await open_async_storage(url) as storage:
+        await storage.ledger.aset_setting("api_session_write_modules", ["shop"])
+        chosen = storage.checkpointer
+        if saver is not None:
+            chosen = AsyncPostgresSaver(storage.checkpointer.conn)
+        graph = turn_graph(storage, shop, chosen, [LIST, "Here they are."])
+        stream = graph.astream(
+            {"messages": [HumanMessage("list")]}, _config(thread), context=ALICE, durability="sync"
+        )
+        await anext(stream)
+        await stream.aclose()
+        assert (await graph.aget_state(_config(thread))).next
+        final = await graph.ainvoke(None, _config(thread), context=ALICE, durability="sync")
+        assert final["messages"][-1].content == "Here they are."

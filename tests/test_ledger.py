@@ -202,16 +202,24 @@ def test_an_executors_own_ledger_lives_in_memory_and_is_shared_by_its_threads():
     assert not ledger.charge("u", 1, 2, 3)
     assert ledger.usage("u", 1) == 2
 
+    running = threading.Event()
+    ledger._conn.create_function("running", 0, lambda: running.set() or 1)
+    counted: list[int] = []
+
     def spin() -> None:
-        ledger._run(
-            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000)"
-            " SELECT count(*) FROM c"
+        counted.append(
+            ledger._rows(
+                "WITH RECURSIVE c(x) AS (SELECT running() UNION ALL SELECT x + 1 FROM c"
+                " WHERE x < 300000) SELECT count(*) FROM c"
+            )[0][0]
         )
 
     busy = threading.Thread(target=spin)
     busy.start()
-    executor.close()  # waits for the statement, then forgets everything
+    assert running.wait(10)  # the statement runs now
+    executor.close()  # waits for it, then forgets everything
     busy.join()
+    assert counted == [300000]
     with pytest.raises(sqlite3.ProgrammingError):
         ledger.settings()
 

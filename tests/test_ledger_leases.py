@@ -115,6 +115,13 @@ def test_a_postgres_lease_holds_no_transaction_id_or_snapshot_while_it_lasts(pos
             (held.name,),
         ).fetchall()
     assert rows == [("idle in transaction", None, None)]
+    with psycopg.connect(url, autocommit=True) as conn:  # and no table lock: its settings read
+        locked = conn.execute(  # ended before (an ALTER TABLE would queue every turn behind it)
+            "SELECT c.relname FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " JOIN pg_class c ON c.oid = l.relation WHERE a.application_name = %s",
+            (held.name,),
+        ).fetchall()
+    assert locked == []
     first.thread_leases().release(held)
 
 

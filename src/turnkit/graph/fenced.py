@@ -90,7 +90,11 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> FencedSaver:
         saver = self.saver.with_allowlist(extra_allowlist)
-        return self if saver is self.saver else FencedSaver(saver, self.leases)
+        if saver is self.saver:
+            return self
+        clone = FencedSaver(saver, self.leases)
+        clone._held, clone._held_lock = self._held, self._held_lock  # one run, one held list
+        return clone
 
     # --- writes: fenced ---------------------------------------------------------------------
 
@@ -149,7 +153,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         ``__error__``, ``__resume__``...: a stopped run is resumed from those)."""
         return (
             hasattr(self.saver, batched)
-            and lease_of(config) is not None
+            and _own_lease(config)
             and not any(channel.startswith("__") for channel, _ in writes)
         )
 
@@ -160,18 +164,20 @@ class FencedSaver(BaseCheckpointSaver[Any]):
             return self._held.pop(thread_id, [])
 
     async def _awrite(self, calls: list[Writes]) -> None:
-        if len(calls) == 1:
-            await self.saver.aput_writes(*calls[0])
+        if len(calls) == 1 or not hasattr(self.saver, "abatched"):
+            for call in calls:
+                await self.saver.aput_writes(*call)
             return
-        async with self.saver.abatched():  # type: ignore[attr-defined]  # only several then
+        async with self.saver.abatched():
             for call in calls:
                 await self.saver.aput_writes(*call)
 
     def _write(self, calls: list[Writes]) -> None:
-        if len(calls) == 1:
-            self.saver.put_writes(*calls[0])
+        if len(calls) == 1 or not hasattr(self.saver, "batched"):
+            for call in calls:
+                self.saver.put_writes(*call)
             return
-        with self.saver.batched():  # type: ignore[attr-defined]  # only several when it has one
+        with self.saver.batched():
             for call in calls:
                 self.saver.put_writes(*call)
 
@@ -229,14 +235,14 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.list(config, filter=filter, before=before, limit=limit)
 
     def delete_thread(self, thread_id: str) -> None:
-        self._take(thread_id)
+        self._take(str(thread_id))
         self.saver.delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self.saver.delete_for_runs(run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.flush(source_thread_id)
+        self.flush(str(source_thread_id))
         self.saver.copy_thread(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -272,14 +278,14 @@ class FencedSaver(BaseCheckpointSaver[Any]):
             yield item
 
     async def adelete_thread(self, thread_id: str) -> None:
-        self._take(thread_id)
+        self._take(str(thread_id))
         await self.saver.adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self.saver.adelete_for_runs(run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.aflush(source_thread_id)
+        await self.aflush(str(source_thread_id))
         await self.saver.acopy_thread(source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -292,12 +298,13 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return await self.saver.aget_delta_channel_history(config=config, channels=channels)
 
     def _flush_for(self, config: RunnableConfig | None) -> None:
-        """Before a read: save what a run of its thread holds back, so the read sees it."""
-        if self._held and config:
+        """Before a run's own read of its thread: save what it holds back, so the read sees it.
+        (Another reader sees the thread as of its last checkpoint, as it would mid-step.)"""
+        if self._held and config and _own_lease(config):
             self.flush(_thread_of(config))
 
     async def _aflush_for(self, config: RunnableConfig | None) -> None:
-        if self._held and config:
+        if self._held and config and _own_lease(config):
             await self.aflush(_thread_of(config))
 
     def __repr__(self) -> str:
@@ -306,3 +313,10 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
 def _thread_of(config: RunnableConfig) -> str:
     return str((config.get("configurable") or {}).get("thread_id"))
+
+
+def _own_lease(config: RunnableConfig) -> bool:
+    """Whether ``config`` carries the lease of its own thread (a run nested in another thread's
+    run carries that run's lease: its writes are not held, its end flushes nothing)."""
+    lease = lease_of(config)
+    return lease is not None and lease.thread_id == _thread_of(config)

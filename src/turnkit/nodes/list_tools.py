@@ -64,9 +64,14 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
 
 
 def _read_with_the_lease() -> dict[str, Any] | None:
-    """The settings the run's lease read in its own round trip (PostgreSQL), if it did."""
-    lease = lease_of(get_config())
-    return None if lease is None else lease.overrides
+    """The settings the run's lease read in its own round trip (PostgreSQL), if it did (not a
+    lease of another thread's run this one is nested in: that may be another ledger's)."""
+    config = get_config()
+    lease = lease_of(config)
+    thread = (config.get("configurable") or {}).get("thread_id")
+    if lease is None or lease.thread_id != str(thread):
+        return None
+    return lease.overrides
 
 
 def _lookups(state: TurnState, runtime: Runtime[Any]) -> list[tuple[str, str, str]]:

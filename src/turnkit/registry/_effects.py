@@ -253,7 +253,9 @@ def _advance(
             effect = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
             return True, stop.value
-        if not _blocks(effect, env):
+        if not (_blocks(effect, env) or isinstance(effect, OnLedger)):  # once here, ledger
+            # work stays here too (any ledger): a run cancelled meanwhile still gets its handler's
+            # outcome recorded, its clean-up done, by this thread
             return False, effect
 
 

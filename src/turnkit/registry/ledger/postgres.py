@@ -128,15 +128,17 @@ LEASE_CONNECTIONS = 64
 
 
 _TAKE = (
-    "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0;"
+    "SELECT key, value FROM turnkit_settings; COMMIT;"
+    " BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0;"
     " SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':' ||"
     " {thread}, 7)) THEN set_config('application_name', {holder} || '#' ||"
-    " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, true) END;"
-    " SELECT key, value FROM turnkit_settings"
+    " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, true) END"
 )
-"""One round trip: open the transaction (exempt from an idle timeout: it waits for the model),
-try the thread's lock, and on success name the session ``holder#token`` for the transaction
-(what ``holder`` finds); and read the operator's settings, the run's one read of them. The
+"""One round trip: read the operator's settings (the run's one read of them) and end that read's
+own transaction (``COMMIT``: read inside the lease's, the table would stay share-locked for the
+whole run, and an ``ALTER TABLE`` would queue every later turn behind it); then open the
+transaction (exempt from an idle timeout: it waits for the model), try the thread's lock, and on
+success name the session ``holder#token`` for the transaction (what ``holder`` finds). The
 token is the server's clock in µs: a sequence would give the holding transaction an id, which
 holds back vacuum while it lasts.
 Sent without parameters (the simple protocol): a parameterised statement leaves a portal open
@@ -180,11 +182,10 @@ class PostgresLeases(ThreadLeases):
         try:
             query = sql.SQL(_TAKE).format(thread=sql.Literal(thread_id), holder=sql.Literal(HOLDER))
             cursor = conn.execute(query)
-            cursor.nextset()  # past BEGIN's result
-            cursor.nextset()  # and SET's
-            row = cursor.fetchone()
-            cursor.nextset()  # the settings
             overrides = overrides_of(cursor.fetchall())
+            for _ in range(4):  # past COMMIT's, BEGIN's and SET's results, to the lock's
+                cursor.nextset()
+            row = cursor.fetchone()
             if not row or row[0] is None:
                 conn.execute("ROLLBACK")
                 pool.putconn(conn)
