@@ -276,11 +276,10 @@ def test_a_stream_closed_early_leaves_a_thread_that_goes_on(storage, shop):
 @pytest.mark.parametrize("saver", ["turnkit", "langgraph"])
 def test_an_async_stream_closed_early_leaves_a_thread_that_goes_on(shop, saver):
     """As above with ``astream`` on ``open_async_storage``'s PostgreSQL saver (``abatched``)."""
-    url = postgres_url()
-    asyncio.run(_first_chunk_then_close(url, shop, saver, None if saver == "turnkit" else 1))
+    asyncio.run(_first_chunk_then_close(postgres_url(), shop, saver))
 
 
-async def _first_chunk_then_close(url: str, shop: Any, thread: str, saver: Any) -> None:
+async def _first_chunk_then_close(url: str, shop: Any, saver: str) -> None:
     """Close ``astream`` after its first chunk, then finish the turn with ``ainvoke``."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -288,8 +287,9 @@ async def _first_chunk_then_close(url: str, shop: Any, thread: str, saver: Any) 
 
     async with await open_async_storage(url) as storage:
         await storage.ledger.aset_setting("api_session_write_modules", ["shop"])
+        thread = saver
         chosen = storage.checkpointer
-        if saver is not None:
+        if saver == "langgraph":
             chosen = AsyncPostgresSaver(storage.checkpointer.conn)
         graph = turn_graph(storage, shop, chosen, [LIST, "Here they are."])
         stream = graph.astream(

@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 
 from turnkit.registry.ledger.leases import LocalLeases
-from turnkit.turn.leases import Leases, afence_run, fence_run, lease_of
+from turnkit.turn.leases import Leases, afence_run, fence_run, own_lease
 
 __all__ = ["FencedSaver", "durable", "fenced"]
 
@@ -153,7 +153,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         ``__error__``, ``__resume__``...: a stopped run is resumed from those)."""
         return (
             hasattr(self.saver, batched)
-            and _own_lease(config)
+            and own_lease(config) is not None
             and not any(channel.startswith("__") for channel, _ in writes)
         )
 
@@ -300,11 +300,11 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     def _flush_for(self, config: RunnableConfig | None) -> None:
         """Before a run's own read of its thread: save what it holds back, so the read sees it.
         (Another reader sees the thread as of its last checkpoint, as it would mid-step.)"""
-        if self._held and config and _own_lease(config):
+        if self._held and config and own_lease(config) is not None:
             self.flush(_thread_of(config))
 
     async def _aflush_for(self, config: RunnableConfig | None) -> None:
-        if self._held and config and _own_lease(config):
+        if self._held and config and own_lease(config) is not None:
             await self.aflush(_thread_of(config))
 
     def __repr__(self) -> str:
@@ -313,10 +313,3 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
 def _thread_of(config: RunnableConfig) -> str:
     return str((config.get("configurable") or {}).get("thread_id"))
-
-
-def _own_lease(config: RunnableConfig) -> bool:
-    """Whether ``config`` carries the lease of its own thread (a run nested in another thread's
-    run carries that run's lease: its writes are not held, its end flushes nothing)."""
-    lease = lease_of(config)
-    return lease is not None and lease.thread_id == _thread_of(config)

@@ -72,10 +72,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         try:
             yield from super().stream(input, _with(config, lease), **kwargs)
         finally:
-            try:
-                self._flush(lease)
-            finally:
-                give_back(lease)
+            self._end(lease)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         thread = self._thread(config)
@@ -91,21 +88,26 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             async for chunk in super().astream(input, _with(config, lease), **kwargs):
                 yield chunk
         finally:
-            try:
-                await self._aflush(lease)
-            finally:
-                await agive_back(lease)
+            await self._aend(lease)
 
-    def _flush(self, lease: Lease) -> None:
-        """Save the run's task writes still waiting for a checkpoint (``FencedSaver``)."""
+    def _end(self, lease: Lease) -> None:
+        """End a run's hold: save its task writes still waiting for a checkpoint
+        (``FencedSaver.flush``), then give the lease back, whatever the saving did."""
         saver = self.checkpointer
-        if isinstance(saver, FencedSaver):
-            saver.flush(lease.thread_id)
+        try:
+            if isinstance(saver, FencedSaver):
+                saver.flush(lease.thread_id)
+        finally:
+            give_back(lease)
 
-    async def _aflush(self, lease: Lease) -> None:
+    async def _aend(self, lease: Lease) -> None:
+        """Async twin of ``_end``."""
         saver = self.checkpointer
-        if isinstance(saver, FencedSaver):
-            await saver.aflush(lease.thread_id)
+        try:
+            if isinstance(saver, FencedSaver):
+                await saver.aflush(lease.thread_id)
+        finally:
+            await agive_back(lease)
 
     def bulk_update_state(
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
@@ -117,10 +119,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         try:
             return _without(super().bulk_update_state(_with(config, lease), supersteps))
         finally:
-            try:
-                self._flush(lease)
-            finally:
-                give_back(lease)
+            self._end(lease)
 
     async def abulk_update_state(
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
@@ -132,10 +131,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         try:
             return _without(await super().abulk_update_state(_with(config, lease), supersteps))
         finally:
-            try:
-                await self._aflush(lease)
-            finally:
-                await agive_back(lease)
+            await self._aend(lease)
 
 
 def _with(config: Any, lease: Lease) -> RunnableConfig:

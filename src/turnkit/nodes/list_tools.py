@@ -25,7 +25,7 @@ from turnkit.nodes.tools import held as held_in
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
-from turnkit.turn.leases import lease_of
+from turnkit.turn.leases import own_lease
 from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer, TurnState
 
 __all__ = ["alist_tools", "list_tools"]
@@ -66,12 +66,8 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
 def _read_with_the_lease() -> dict[str, Any] | None:
     """The settings the run's lease read in its own round trip (PostgreSQL), if it did (not a
     lease of another thread's run this one is nested in: that may be another ledger's)."""
-    config = get_config()
-    lease = lease_of(config)
-    thread = (config.get("configurable") or {}).get("thread_id")
-    if lease is None or lease.thread_id != str(thread):
-        return None
-    return lease.overrides
+    lease = own_lease(get_config())
+    return None if lease is None else lease.overrides
 
 
 def _lookups(state: TurnState, runtime: Runtime[Any]) -> list[tuple[str, str, str]]:

@@ -27,6 +27,7 @@ __all__ = [
     "fence_run",
     "give_back",
     "lease_of",
+    "own_lease",
     "take",
 ]
 
@@ -43,6 +44,14 @@ def lease_of(config: Mapping[str, Any] | None) -> Lease | None:
         return None
     lease = (config.get("configurable") or {}).get(LEASE_KEY)
     return lease if isinstance(lease, Lease) else None
+
+
+def own_lease(config: Mapping[str, Any] | None) -> Lease | None:
+    """``lease_of`` when the lease is of the config's own thread; None for a run nested in a run
+    of another thread, which carries that run's lease (its writes and settings are not its)."""
+    lease = lease_of(config)
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    return lease if lease is not None and lease.thread_id == str(thread) else None
 
 
 def fence(lease: Lease) -> None:
