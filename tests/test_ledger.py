@@ -273,3 +273,56 @@ class Demo:
 
     def api_tools(self) -> list[Tool]:
         return self.tools
+
+
+def test_a_ledger_in_memory_remembers_its_settings_until_a_statement_writes_them():
+    from turnkit.registry.ledger import MemoryLedger
+
+    ledger = MemoryLedger()
+    reads: list[str] = []
+    ledger._conn.set_trace_callback(lambda sql: reads.append(sql) if "SELECT" in sql else None)
+    ledger.set_setting("confirm_batch_over", 1)
+    assert ledger.settings() == {"confirm_batch_over": 1}
+    assert ledger.settings() == {"confirm_batch_over": 1}
+    assert len(reads) == 1  # read once
+    ledger.set_setting("confirm_batch_over", 2)
+    assert ledger.settings() == {"confirm_batch_over": 2}
+    ledger.clear_setting("confirm_batch_over")
+    assert ledger.settings() == {}
+    ledger._run("INSERT INTO turnkit_settings (key, value) VALUES ('max_rounds', '3')")
+    assert ledger.settings() == {"max_rounds": 3}  # any statement that writes them
+    ledger.settings()["max_rounds"] = 99  # a copy
+    assert ledger.settings() == {"max_rounds": 3}
+    ledger.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        ledger.settings()
+
+
+def test_a_ledger_in_memory_inserts_audit_rows_together_and_shows_them_at_once():
+    from turnkit.registry.ledger import MemoryLedger
+    from turnkit.registry.ledger.memory import AUDIT_BATCH
+
+    ledger = MemoryLedger()
+    inserted: list[str] = []
+    ledger._conn.set_trace_callback(
+        lambda sql: inserted.append(sql) if sql.startswith("INSERT INTO turnkit_audit") else None
+    )
+
+    def row(n: int) -> None:
+        ledger.audit(at=float(n), caller="public", tool=f"demo.tool_{n}", status="ok",
+                     code=None, duration_ms=1.0)  # fmt: skip
+
+    for n in range(3):
+        row(n)
+    assert inserted == []  # waiting
+    assert [r["tool"] for r in ledger.audit_rows()] == ["demo.tool_2", "demo.tool_1", "demo.tool_0"]
+    assert len(inserted) == 3
+    row(3)
+    assert ledger._rows("SELECT count(*) FROM turnkit_audit") == [(4,)]  # any reader sees it
+    inserted.clear()
+    for n in range(AUDIT_BATCH):
+        row(n)
+    assert len(inserted) == AUDIT_BATCH  # the last one sent them all
+    ledger.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        row(0)

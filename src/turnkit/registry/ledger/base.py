@@ -27,7 +27,7 @@ from turnkit.registry.ledger.records import (
 )
 from turnkit.registry.ledger.schema import CONFIRMATION_COLUMNS, TABLES
 
-__all__ = ["Ledger", "overrides_of"]
+__all__ = ["AUDIT_SQL", "Ledger", "audit_row", "overrides_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,6 +62,32 @@ def _text(value: str | None, limit: int = 2000) -> str | None:
 
 def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+AUDIT_SQL = (
+    "INSERT INTO turnkit_audit (id, at, caller_identity, tool, status, code, duration_ms,"
+    " confirmation_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""One audit row's insert; its parameters are ``audit_row``'s."""
+
+
+def audit_row(
+    at: float,
+    caller: str,
+    tool: str,
+    status: str,
+    code: str | None,
+    duration_ms: float,
+    confirmation_id: str | None,
+    detail: str | None,
+) -> tuple[Any, ...]:
+    """The parameters of ``AUDIT_SQL`` for one row, its id made now (ids sort in insertion
+    order)."""
+    return (
+        f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+        at, _text(caller), _text(tool, 200), status, code, duration_ms, confirmation_id,
+        _text(detail),
+    )  # fmt: skip
 
 
 def overrides_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
@@ -372,15 +398,8 @@ class Ledger(ABC):
         detail: str | None = None,
     ) -> None:
         """Append one audit row: who called what, how it ended, how long it took."""
-        self._run(
-            "INSERT INTO turnkit_audit (id, at, caller_identity, tool, status, code, duration_ms,"
-            " confirmation_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",  # sorts in insertion order
-                at, _text(caller), _text(tool, 200), status, code, duration_ms, confirmation_id,
-                _text(detail),
-            ),
-        )  # fmt: skip
+        self._run(AUDIT_SQL, audit_row(at, caller, tool, status, code, duration_ms,
+                                       confirmation_id, detail))  # fmt: skip
 
     def audit_rows(
         self, limit: int = 100, *, confirmation_ids: Collection[str] | None = None

@@ -4,6 +4,11 @@ The same SQL as every ledger, on one in-memory SQLite database shared by the pro
 (one connection, one lock). Nothing touches the disk and nothing survives the process; a
 statement is a few microseconds of CPU, so async code runs it on the event loop instead of in a
 worker thread (``blocking = False``).
+
+Since every statement comes through this object, two things cost less than a statement per
+call, with the same answers: the operator's settings are remembered until a statement writes
+them, and audit rows wait in a list until a statement reads the audit (or 64 of them wait) and
+are inserted together. A crash loses them with everything else this ledger holds.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.base import AUDIT_SQL, Ledger, audit_row, overrides_of
 
 __all__ = ["MemoryLedger"]
+
+AUDIT_BATCH = 64
+"""Audit rows that wait at most before they are inserted."""
 
 
 class MemoryLedger(Ledger):
@@ -33,19 +41,67 @@ class MemoryLedger(Ledger):
     def __init__(self) -> None:
         self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
+        self._settings: dict[str, Any] | None = None  # the overrides, until a statement writes them
+        self._audit: list[tuple[Any, ...]] = []  # rows not inserted yet
+        self._closed = False
         self.setup()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._lock:
+            self._before(sql)
             return self._conn.execute(sql, tuple(params)).rowcount
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
+            self._before(sql)
             return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def _before(self, sql: str) -> None:
+        """Under the lock, before ``sql`` runs: the waiting audit rows go in first when it reads
+        or writes the audit; the remembered settings are forgotten when it may write them."""
+        if self._audit and "turnkit_audit" in sql:
+            self._insert_audit()
+        if "turnkit_settings" in sql and not sql.lstrip().upper().startswith("SELECT"):
+            self._settings = None
+
+    def settings(self) -> dict[str, Any]:
+        """The operator's setting overrides (read once, until a statement writes them)."""
+        with self._lock:
+            if self._settings is None:
+                rows = self._conn.execute("SELECT key, value FROM turnkit_settings").fetchall()
+                self._settings = overrides_of(rows)
+            return dict(self._settings)
+
+    def audit(
+        self,
+        *,
+        at: float,
+        caller: str,
+        tool: str,
+        status: str,
+        code: str | None,
+        duration_ms: float,
+        confirmation_id: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Append one audit row (inserted with the next ones, before the audit is read)."""
+        row = audit_row(at, caller, tool, status, code, duration_ms, confirmation_id, detail)
+        with self._lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            self._audit.append(row)
+            if len(self._audit) >= AUDIT_BATCH:
+                self._insert_audit()
+
+    def _insert_audit(self) -> None:
+        rows, self._audit = self._audit, []
+        self._conn.executemany(AUDIT_SQL, rows)
 
     def close(self) -> None:
         """Forget everything (statements after this raise ``sqlite3.ProgrammingError``)."""
         with self._lock:
+            self._closed = True
+            self._audit, self._settings = [], None
             self._conn.close()
 
     def __repr__(self) -> str:
