@@ -87,10 +87,10 @@ class _Mortal:
 
     LangGraph submits task writes and checkpoints to a thread pool, so they may start in either
     order: a checkpoint save after the write first waits (bounded) for the node's writes. Not so
-    under the turn graph on turnkit's saver, which gets a step's task writes inside the next
-    checkpoint's save (``batched``, ``turnkit_held``): there ``"checkpoint"`` dies at the first
-    checkpoint after the write, before anything of it is committed, and ``"writes"`` wherever
-    the node's writes are saved.
+    under the turn graph on turnkit's saver, which holds the run's saves back and writes them in
+    one transaction (``batched``, ``turnkit_held``; after the write, at the run's end): there
+    ``"checkpoint"`` dies at the first checkpoint written after the write, before anything of
+    that transaction is committed, and ``"writes"`` wherever the node's writes are written.
     """
 
     turnkit_log: str

@@ -6,8 +6,9 @@ Three moments, on SQLite and PostgreSQL:
 (b) right after a key caller's write ran in ``execute``, before that node's writes were saved
     (``writes``: the node runs again and replays its idempotency record) or the checkpoint after
     it (``checkpoint``: on LangGraph's savers the saved writes are applied and the node does not
-    run again; turnkit's storage saves a step's writes with the next checkpoint, so both are lost
-    together and the node replays);
+    run again; turnkit's storage holds a turn's saves back until the run acts or ends, so both
+    are lost together with the rest of the turn after ``execute`` began, and the node replays
+    from the checkpoint saved just before it ran);
 (c) the same two moments after ``executor.confirm`` ran an approved write in ``await_confirmation``.
 The dying processes are spawned (``_crash_workers.py``); the test process resumes (or, in (a),
 a second spawned process does) with storage opened from nothing but the URL.
@@ -118,17 +119,10 @@ def test_killed_after_a_write_before_its_checkpoint_the_write_is_not_repeated(
     graph, model = reopen(w.FINAL)
     saved = graph.get_state(w.THREAD)
     (task,) = saved.tasks
-    if task.name == "fit_results":
-        # turnkit's saver, killed saving execute's writes: LangGraph had saved the checkpoint
-        # after execute first (it waits for no task writes but messages'), and that checkpoint
-        # holds execute's outcome, so execute does not run again
-        assert (saver, at) == ("turnkit", "writes")
-        result = OK
-    else:  # the last checkpoint is the one before execute
-        assert task.name == "execute"
-        applied = (saver, at) == ("langgraph", "checkpoint")  # its saved writes are applied
-        assert (task.result is not None) == applied
-        result = OK if applied else {**OK, "replayed": True}  # else it runs again and replays
+    assert task.name == "execute"  # the last checkpoint is the one before execute
+    applied = (saver, at) == ("langgraph", "checkpoint")  # its saved writes are applied
+    assert (task.result is not None) == applied
+    result = OK if applied else {**OK, "replayed": True}  # else it runs again and replays
     assert [type(m) for m in saved.values["messages"]] == [HumanMessage, AIMessage]
 
     graph.invoke(None, w.THREAD, context=w.KEY)  # resume from the last checkpoint

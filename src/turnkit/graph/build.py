@@ -154,6 +154,7 @@ def build_turn_graph(
     compiled = leased(
         graph.compile(checkpointer=checkpointer, store=store, name="turnkit"),
         executor.ledger.thread_leases(lease_ttl),
+        holds_checkpoints=True,  # its execute and await_confirmation settle before they act
     )
     configurable: dict[str, Any] = {}
     if checkpointer is not None:  # nothing to make durable without (LangGraph 1.2 fails then)
@@ -163,11 +164,17 @@ def build_turn_graph(
     return compiled.with_config({"configurable": configurable}) if configurable else compiled
 
 
-def leased(compiled: CompiledStateGraph[Any, Any, Any, Any], leases: Leases) -> TurnGraph:
+def leased(
+    compiled: CompiledStateGraph[Any, Any, Any, Any],
+    leases: Leases,
+    *,
+    holds_checkpoints: bool = False,
+) -> TurnGraph:
     """``compiled`` as a ``TurnGraph`` whose runs take their thread's lease from ``leases``
-    (now, or when a server attaches its checkpointer)."""
+    (now, or when a server attaches its checkpointer). ``holds_checkpoints``: its nodes settle
+    the run (``turnkit.turn.leases.settle_run``) before they act, so its checkpoints may wait."""
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
-    return TurnGraph(thread_leases=leases, **attrs)
+    return TurnGraph(thread_leases=leases, holds_checkpoints=holds_checkpoints, **attrs)
 
 
 def with_thread_leases(

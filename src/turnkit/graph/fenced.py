@@ -8,15 +8,23 @@ before it writes again. Every other call goes straight to the saver it wraps;
 ``tests/test_fenced_saver.py`` fails when LangGraph adds a method this class does not pass on.
 
 On a saver that can batch (``turnkit.storage``'s SQLite and PostgreSQL savers), a leased run's
-task writes wait for the checkpoint that follows them and are saved in its transaction: one round
-trip a step instead of two. Writes LangGraph reads back when a run stops (an interrupt, an
-error, a resume value) are saved at once, and whatever still waits when the run ends is saved
-then (``flush``), before the lease is given back.
+saves wait (``held.py``) and are written together, in order, in one transaction:
+
+- its task writes wait at least for the checkpoint that follows them (one round trip a step
+  instead of two);
+- in a turn graph's run (``HOLD_KEY`` in its config) its checkpoints wait too, until the run
+  acts on the world: its nodes save what waits before a round of tool calls or decisions
+  (``settle_run``), so nothing a run does can outlive the state that asked for it, and a step
+  lost in a crash is one that is harmless to run again (listing tools, asking the model,
+  checking arguments, fitting answers; a tool call replays its idempotency record);
+- writes LangGraph reads back when a run stops (an interrupt, an error, a resume value) are saved
+  at once, with everything before them; the run's own reads of its thread save first; and
+  whatever still waits when the run ends is saved then (``flush``), before the lease is given
+  back.
 """
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -31,13 +39,15 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
+from turnkit.graph.held import Held, Save, awrite, next_config, write
 from turnkit.registry.ledger.leases import LocalLeases
-from turnkit.turn.leases import Leases, afence_run, fence_run, own_lease
+from turnkit.turn.leases import HOLD_KEY, Leases, afence_run, fence_run, own_lease
 
-__all__ = ["FencedSaver", "durable", "fenced"]
+__all__ = ["HOLD_LIMIT", "FencedSaver", "durable", "fenced"]
 
-Writes = tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]
-"""One ``put_writes`` call's arguments: config, writes, task id, task path."""
+HOLD_LIMIT = 64
+"""Saves a run holds back at most: the 64th is written with the rest at once (a run that goes
+round many times without acting is saved every ~30 steps)."""
 
 _LOCAL: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], LocalLeases] = (
     weakref.WeakKeyDictionary()
@@ -68,8 +78,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     def __init__(self, saver: BaseCheckpointSaver[Any], leases: Leases) -> None:
         self.saver = saver
         self.leases = leases
-        self._held: dict[str, list[Writes]] = {}
-        self._held_lock = threading.Lock()
+        self._held = Held()
 
     @property
     def serde(self) -> Any:
@@ -84,19 +93,19 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.config_specs
 
     def __getattr__(self, name: str) -> Any:  # a saver's own extras (``setup``, ``conn``, ...)
-        if name in ("saver", "leases", "_held", "_held_lock"):  # not set yet (copying)
-            raise AttributeError(name)  # (no endless recursion)
+        if name in ("saver", "leases", "_held"):  # not set yet (copying): no endless recursion
+            raise AttributeError(name)
         return getattr(self.saver, name)
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> FencedSaver:
         saver = self.saver.with_allowlist(extra_allowlist)
         if saver is self.saver:
             return self
-        clone = FencedSaver(saver, self.leases)
-        clone._held, clone._held_lock = self._held, self._held_lock  # one run, one held list
+        clone = type(self)(saver, self.leases)
+        clone._held = self._held  # one run, one list of held saves
         return clone
 
-    # --- writes: fenced ---------------------------------------------------------------------
+    # --- writes: fenced, and held back while the run may wait ---------------------------------
 
     def put(
         self,
@@ -106,13 +115,12 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         fence_run(config)
-        held = self._take(_thread_of(config))
-        if not held:
-            return self.saver.put(config, checkpoint, metadata, new_versions)
-        with self.saver.batched():  # type: ignore[attr-defined]  # only held when it has one
-            for writes in held:
-                self.saver.put_writes(*writes)
-            return self.saver.put(config, checkpoint, metadata, new_versions)
+        save: Save = ("put", (config, checkpoint, metadata, new_versions))
+        if self._holds(config, "batched", checkpoint=True):
+            if self._held.add(_thread_of(config), save) >= HOLD_LIMIT:
+                self.flush(_thread_of(config))
+            return next_config(config, checkpoint)
+        return self._save(_thread_of(config), save)
 
     def put_writes(
         self,
@@ -122,64 +130,11 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         fence_run(config)
-        call = (config, writes, task_id, task_path)
-        thread = _thread_of(config)
-        if self._may_hold(config, writes):
-            with self._held_lock:
-                self._held.setdefault(thread, []).append(call)
+        save: Save = ("writes", (config, writes, task_id, task_path))
+        if self._holds(config, "batched", writes=writes):
+            self._held.add(_thread_of(config), save)
             return
-        self._write([*self._take(thread), call])
-
-    def flush(self, thread_id: str) -> None:
-        """Save the task writes of ``thread_id`` still waiting for a checkpoint (a run that
-        ends, or stops at an interrupt, calls this before giving back its lease)."""
-        held = self._take(thread_id)
-        if held:
-            fence_run(held[-1][0])
-            self._write(held)
-
-    async def aflush(self, thread_id: str) -> None:
-        """``flush`` for an async saver's run."""
-        held = self._take(thread_id)
-        if held:
-            await afence_run(held[-1][0])
-            await self._awrite(held)
-
-    def _may_hold(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], batched: str = "batched"
-    ) -> bool:
-        """Whether these writes may wait for the next checkpoint: a leased run's (its end flushes
-        them) on a saver that batches, none to a channel of LangGraph's own (``__interrupt__``,
-        ``__error__``, ``__resume__``...: a stopped run is resumed from those)."""
-        return (
-            hasattr(self.saver, batched)
-            and own_lease(config) is not None
-            and not any(channel.startswith("__") for channel, _ in writes)
-        )
-
-    def _take(self, thread_id: str) -> list[Writes]:
-        if not self._held:  # no lock on the common path: a dict's truth is read atomically
-            return []
-        with self._held_lock:
-            return self._held.pop(thread_id, [])
-
-    async def _awrite(self, calls: list[Writes]) -> None:
-        if len(calls) == 1 or not hasattr(self.saver, "abatched"):
-            for call in calls:
-                await self.saver.aput_writes(*call)
-            return
-        async with self.saver.abatched():
-            for call in calls:
-                await self.saver.aput_writes(*call)
-
-    def _write(self, calls: list[Writes]) -> None:
-        if len(calls) == 1 or not hasattr(self.saver, "batched"):
-            for call in calls:
-                self.saver.put_writes(*call)
-            return
-        with self.saver.batched():
-            for call in calls:
-                self.saver.put_writes(*call)
+        self._save(_thread_of(config), save)
 
     async def aput(
         self,
@@ -189,13 +144,12 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         await afence_run(config)
-        held = self._take(_thread_of(config))
-        if not held:
-            return await self.saver.aput(config, checkpoint, metadata, new_versions)
-        async with self.saver.abatched():  # type: ignore[attr-defined]  # only held when it has one
-            for writes in held:
-                await self.saver.aput_writes(*writes)
-            return await self.saver.aput(config, checkpoint, metadata, new_versions)
+        save: Save = ("put", (config, checkpoint, metadata, new_versions))
+        if self._holds(config, "abatched", checkpoint=True):
+            if self._held.add(_thread_of(config), save) >= HOLD_LIMIT:
+                await self.aflush(_thread_of(config))
+            return next_config(config, checkpoint)
+        return await self._asave(_thread_of(config), save)
 
     async def aput_writes(
         self,
@@ -205,13 +159,79 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         await afence_run(config)
-        call = (config, writes, task_id, task_path)
-        thread = _thread_of(config)
-        if self._may_hold(config, writes, "abatched"):
-            with self._held_lock:
-                self._held.setdefault(thread, []).append(call)
+        save: Save = ("writes", (config, writes, task_id, task_path))
+        if self._holds(config, "abatched", writes=writes):
+            self._held.add(_thread_of(config), save)
             return
-        await self._awrite([*self._take(thread), call])
+        await self._asave(_thread_of(config), save)
+
+    def flush(self, thread_id: str) -> None:
+        """Save what ``thread_id``'s run holds back, in order and in one transaction: before
+        the run acts (``turnkit.turn.leases.settle_run``), stops, or ends. When saving fails,
+        the saves stay held, in order, for the next flush (``forget`` drops them)."""
+        held = self._held.take(thread_id)
+        if not held:
+            return
+        fence_run(held[-1][1][0])
+        try:
+            write(self.saver, held)
+        except BaseException:
+            self._held.put_back(thread_id, held)
+            raise
+
+    async def aflush(self, thread_id: str) -> None:
+        """``flush`` for an async saver's run."""
+        held = self._held.take(thread_id)
+        if not held:
+            return
+        await afence_run(held[-1][1][0])
+        try:
+            await awrite(self.saver, held)
+        except BaseException:
+            self._held.put_back(thread_id, held)
+            raise
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what ``thread_id``'s run still holds (it ended, and its last flush failed: the
+        thread stays as of its last save, as after a crash)."""
+        self._held.take(thread_id)
+
+    def _holds(
+        self,
+        config: RunnableConfig,
+        batched: str,
+        *,
+        writes: Sequence[tuple[str, Any]] = (),
+        checkpoint: bool = False,
+    ) -> bool:
+        """Whether this save may wait: a leased run's (its end saves it) on a saver that batches,
+        not to a channel of LangGraph's own (``__interrupt__``, ``__error__``, ``__resume__``...:
+        a stopped run is resumed from those). A checkpoint waits only in a run whose nodes save
+        what waits before they act (``HOLD_KEY``: the turn graph's); else it is saved, with the
+        task writes before it."""
+        return (
+            hasattr(self.saver, batched)
+            and own_lease(config) is not None
+            and not any(channel.startswith("__") for channel, _ in writes)
+            and (not checkpoint or HOLD_KEY in (config.get("configurable") or {}))
+        )
+
+    def _save(self, thread_id: str, save: Save) -> Any:
+        """``save`` now, after what the thread's run held back, in one transaction."""
+        held = self._held.take(thread_id)
+        try:
+            return write(self.saver, [*held, save])
+        except BaseException:
+            self._held.put_back(thread_id, held)
+            raise
+
+    async def _asave(self, thread_id: str, save: Save) -> Any:
+        held = self._held.take(thread_id)
+        try:
+            return await awrite(self.saver, [*held, save])
+        except BaseException:
+            self._held.put_back(thread_id, held)
+            raise
 
     # --- everything else: passed on ---------------------------------------------------------
 
@@ -235,7 +255,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.list(config, filter=filter, before=before, limit=limit)
 
     def delete_thread(self, thread_id: str) -> None:
-        self._take(str(thread_id))
+        self._held.take(str(thread_id))
         self.saver.delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -278,7 +298,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
             yield item
 
     async def adelete_thread(self, thread_id: str) -> None:
-        self._take(str(thread_id))
+        self._held.take(str(thread_id))
         await self.saver.adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:

@@ -22,7 +22,15 @@ from langgraph.types import StateUpdate
 
 from turnkit.graph.fenced import FencedSaver, fenced
 from turnkit.registry.ledger.leases import Lease
-from turnkit.turn.leases import LEASE_KEY, Leases, agive_back, atake, give_back, take
+from turnkit.turn.leases import (
+    HOLD_KEY,
+    LEASE_KEY,
+    Leases,
+    agive_back,
+    atake,
+    give_back,
+    take,
+)
 
 __all__ = ["BUSY_TIMEOUT_KEY", "TurnGraph"]
 
@@ -34,12 +42,22 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
     """A compiled turn graph whose runs hold their thread's lease (built by ``build_turn_graph``;
     use it as any compiled LangGraph graph)."""
 
-    def __init__(self, *, thread_leases: Leases | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        thread_leases: Leases | None = None,
+        holds_checkpoints: bool = False,
+        **kwargs: Any,
+    ) -> None:
         saver = kwargs.get("checkpointer")
         if thread_leases is not None and isinstance(saver, BaseCheckpointSaver):
             kwargs["checkpointer"] = fenced(saver, thread_leases)
         super().__init__(**kwargs)
         self.thread_leases = thread_leases
+        self.holds_checkpoints = holds_checkpoints
+        """Whether a run's checkpoints may wait until it acts: only for a graph whose nodes save
+        them first (``settle_run``), as the turn graph's do; any other graph's are saved at each
+        step (their task writes still wait for the checkpoint that follows them)."""
 
     def _thread(self, config: RunnableConfig | None) -> tuple[Leases, str, float] | None:
         """The leases, thread and wait of a run with ``config``; None when it needs no lease."""
@@ -70,7 +88,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
     ) -> Iterator[Any]:
         lease = take(*thread)
         try:
-            yield from super().stream(input, _with(config, lease), **kwargs)
+            yield from super().stream(input, self._with(config, lease), **kwargs)
         finally:
             self._end(lease)
 
@@ -85,18 +103,30 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
     ) -> AsyncIterator[Any]:
         lease = await atake(*thread)
         try:
-            async for chunk in super().astream(input, _with(config, lease), **kwargs):
+            async for chunk in super().astream(input, self._with(config, lease), **kwargs):
                 yield chunk
         finally:
             await self._aend(lease)
 
+    def _with(self, config: Any, lease: Lease) -> RunnableConfig:
+        """The run's config with its lease and, when its checkpoints may wait, its saver."""
+        config = dict(config or {})
+        added: dict[str, Any] = {LEASE_KEY: lease}
+        if self.holds_checkpoints:
+            added[HOLD_KEY] = self.checkpointer
+        config["configurable"] = {**(config.get("configurable") or {}), **added}
+        return config
+
     def _end(self, lease: Lease) -> None:
-        """End a run's hold: save its task writes still waiting for a checkpoint
-        (``FencedSaver.flush``), then give the lease back, whatever the saving did."""
+        """End a run's hold: save what it still holds back (``FencedSaver.flush``; if that
+        fails, the thread stays as of its last save), then give the lease back."""
         saver = self.checkpointer
         try:
             if isinstance(saver, FencedSaver):
-                saver.flush(lease.thread_id)
+                try:
+                    saver.flush(lease.thread_id)
+                finally:
+                    saver.forget(lease.thread_id)
         finally:
             give_back(lease)
 
@@ -105,7 +135,10 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         saver = self.checkpointer
         try:
             if isinstance(saver, FencedSaver):
-                await saver.aflush(lease.thread_id)
+                try:
+                    await saver.aflush(lease.thread_id)
+                finally:
+                    saver.forget(lease.thread_id)
         finally:
             await agive_back(lease)
 
@@ -117,7 +150,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return super().bulk_update_state(config, supersteps)
         lease = take(*thread)
         try:
-            return _without(super().bulk_update_state(_with(config, lease), supersteps))
+            return _without(super().bulk_update_state(self._with(config, lease), supersteps))
         finally:
             self._end(lease)
 
@@ -129,18 +162,13 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return await super().abulk_update_state(config, supersteps)
         lease = await atake(*thread)
         try:
-            return _without(await super().abulk_update_state(_with(config, lease), supersteps))
+            return _without(await super().abulk_update_state(self._with(config, lease), supersteps))
         finally:
             await self._aend(lease)
-
-
-def _with(config: Any, lease: Lease) -> RunnableConfig:
-    config = dict(config or {})
-    config["configurable"] = {**(config.get("configurable") or {}), LEASE_KEY: lease}
-    return config
 
 
 def _without(config: RunnableConfig) -> RunnableConfig:
     configurable = dict(config.get("configurable") or {})
     configurable.pop(LEASE_KEY, None)
+    configurable.pop(HOLD_KEY, None)
     return {**config, "configurable": configurable}

@@ -27,7 +27,7 @@ from turnkit.nodes.messages import answered, held_name, settled, tool_message
 from turnkit.registry import answers
 from turnkit.registry.ledger import Confirmation
 from turnkit.registry.settings import Settings
-from turnkit.turn.leases import afence_run, fence_run
+from turnkit.turn.leases import asettle_run, settle_run
 from turnkit.turn.state import HeldCall, TurnState
 
 __all__ = [
@@ -50,7 +50,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     problems: dict[str, str] = {}
     decisions = ask_decisions(pending, held, bound)
     if decisions:
-        fence_run(get_config())  # a run that lost its thread applies no decision
+        settle_run(get_config())  # saved first; a run that lost its thread applies none
     for cid, decision in decisions.items():
         answer = executor.confirm(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, executor.confirmation(cid), done, problems)
@@ -71,7 +71,7 @@ async def aawait_confirmation(
     problems: dict[str, str] = {}
     decisions = ask_decisions(pending, held, bound)
     if decisions:
-        await afence_run(get_config())  # a run that lost its thread applies no decision
+        await asettle_run(get_config())  # saved first; a run that lost its thread applies none
     for cid, decision in decisions.items():
         answer = await executor.aconfirm(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)

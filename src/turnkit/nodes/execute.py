@@ -4,10 +4,11 @@ Each call's idempotency key is derived from the thread, the AI message and the t
 node that LangGraph runs again — after a crash, or on a resume — replays the recorded answer
 instead of writing twice. A plain read (``read_only``, no ``danger``: never held, nothing to do
 twice) goes without a key: reading again after a crash is harmless, and it spares the ledger two
-round trips per call. The run's thread lease is checked before the round (``fence``): a run that
-lost its thread to another stops before it writes. Answers are fitted here already, as the JSON
-text the model will read, so an oversized result (or one no checkpointer stores, like a huge
-integer) never reaches the checkpoint.
+round trips per call. Before the round the run is settled (``settle_run``): a run that lost its
+thread to another stops before it writes, and the checkpoints its saver held back (the model's
+message that asked for these calls among them) are saved first. Answers are fitted here
+already, as the JSON text the model will read, so an oversized result (or one no checkpointer
+stores, like a huge integer) never reaches the checkpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import answered
 from turnkit.nodes.tools import held
 from turnkit.registry._steps import KEY_LIMIT
-from turnkit.turn.leases import afence_run, fence_run
+from turnkit.turn.leases import asettle_run, settle_run
 from turnkit.turn.state import PendingCall, TurnState
 
 __all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
@@ -72,7 +73,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     settings, turn = bound.turn_settings(state)
-    fence_run(get_config())
+    settle_run(get_config())  # the state that asked for this round is saved first
 
     def run(call: PendingCall) -> dict[str, Any]:
         control = _control(runtime, call, bound)
@@ -96,21 +97,19 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     caller, allow = bound.caller(runtime)
     executor = bound.executor
     settings, turn = await bound.aturn_settings(state)
-    await afence_run(get_config())
-    results = await asyncio.gather(
-        *(
-            executor.aexecute(
-                caller,
-                c["tool"],
-                c["args"],
-                _control(runtime, c, bound),
-                allow=allow,
-                settings=settings,
-            )
-            for c in calls
+    await asettle_run(get_config())
+
+    def run(call: PendingCall) -> Any:
+        control = _control(runtime, call, bound)
+        return executor.aexecute(
+            caller, call["tool"], call["args"], control, allow=allow, settings=settings
         )
-    )
-    return _answers(state, calls, list(results), turn.agent_tool_result_chars)
+
+    if len(calls) == 1:  # awaited here: a task of its own would cost a turn of the loop
+        results = [await run(calls[0])]
+    else:
+        results = list(await asyncio.gather(*(run(call) for call in calls)))
+    return _answers(state, calls, results, turn.agent_tool_result_chars)
 
 
 def _answers(

@@ -13,26 +13,44 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.registry.ledger.leases import Lease, LocalLeases, ThreadLeases
 
 __all__ = [
+    "HOLD_KEY",
     "LEASE_KEY",
+    "HeldSaves",
     "afence_run",
     "agive_back",
+    "asettle_run",
     "atake",
     "fence",
     "fence_run",
     "give_back",
     "lease_of",
     "own_lease",
+    "settle_run",
     "take",
 ]
 
 LEASE_KEY = "__turnkit_lease"
 """The run config's key for the run's ``Lease`` (``__``: LangGraph keeps it out of metadata)."""
+HOLD_KEY = "__turnkit_held"
+"""The run config's key for the checkpointer that holds the run's checkpoints back until the run
+acts (``HeldSaves``): set by the turn graph, whose nodes ``settle_run`` before they act."""
+
+
+class HeldSaves(Protocol):
+    """A checkpointer that holds a run's saves back (``turnkit.graph.fenced.FencedSaver``)."""
+
+    def flush(self, thread_id: str) -> None:
+        """Write what the run of ``thread_id`` holds back."""
+
+    async def aflush(self, thread_id: str) -> None:
+        """Async twin of ``flush``."""
+
 
 Leases = ThreadLeases | LocalLeases
 log = logging.getLogger("turnkit.leases")
@@ -81,6 +99,36 @@ async def afence_run(config: Mapping[str, Any] | None) -> None:
     lease = lease_of(config)
     if lease is not None and not lease.vouched():
         await asyncio.to_thread(fence, lease)
+
+
+def settle_run(config: Mapping[str, Any] | None) -> None:
+    """Before a run acts on the world (a round of tool calls, a person's decisions): ``fence_run``,
+    and save what its checkpointer holds back (``HOLD_KEY``), so that the state that asked for
+    the act is durable before the act, and a crash can only lose steps that are harmless to run
+    again."""
+    lease = lease_of(config)
+    if lease is None:
+        return
+    fence(lease)
+    saves = _held_saves(config)
+    if saves is not None:
+        saves.flush(lease.thread_id)
+
+
+async def asettle_run(config: Mapping[str, Any] | None) -> None:
+    """``settle_run`` without blocking the event loop."""
+    lease = lease_of(config)
+    if lease is None:
+        return
+    await afence_run(config)
+    saves = _held_saves(config)
+    if saves is not None:
+        await saves.aflush(lease.thread_id)
+
+
+def _held_saves(config: Mapping[str, Any] | None) -> HeldSaves | None:
+    saves = ((config or {}).get("configurable") or {}).get(HOLD_KEY)
+    return saves if saves is not None else None
 
 
 def _busy(leases: Leases, thread_id: str, wait: float) -> ThreadBusy:
