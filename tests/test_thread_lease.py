@@ -270,6 +270,29 @@ def test_a_server_attached_checkpointer_is_fenced(tmp_path, shop, rights):
     executor.close()
 
 
+def test_an_in_process_saver_writes_straight_through(shop, rights, monkeypatch):
+    """``InMemorySaver``: its threads' leases live in this process's memory and end only with
+    their runs, so its writes are neither fenced nor held back (the lease is still taken: a
+    second run of a busy thread is refused, see above)."""
+    from turnkit import Executor, Registry
+    from turnkit.graph import fenced as fenced_module
+    from turnkit.graph.fenced import InProcessSaver
+
+    def refuse(config: Any) -> None:
+        raise AssertionError("an in-process saver's write was fenced")
+
+    monkeypatch.setattr(fenced_module, "fence_run", refuse)
+    monkeypatch.setattr(fenced_module, "afence_run", refuse)
+    executor = Executor(Registry([shop]), permissions=rights)
+    saver = InMemorySaver()
+    graph = build_turn_graph(executor, ScriptedModel(["Hello."]), checkpointer=saver)
+    assert isinstance(graph.checkpointer, InProcessSaver)
+    config = {"configurable": {"thread_id": "memory"}}
+    graph.invoke({"messages": [("user", "hi")]}, config, context=ALICE)
+    assert len(list(saver.list(config))) == 4  # one a step: input, start, list_tools, call_model
+    executor.close()
+
+
 def test_the_fenced_saver_passes_on_every_method_of_a_langgraph_saver():
     """An upgrade that gives ``BaseCheckpointSaver`` a new method fails here: the wrapper would
     otherwise answer it with the base class's default instead of the wrapped saver's own."""

@@ -43,7 +43,7 @@ from turnkit.graph.held import Held, Save, awrite, next_config, write
 from turnkit.registry.ledger.leases import LocalLeases
 from turnkit.turn.leases import HOLD_KEY, Leases, afence_run, fence_run, own_lease
 
-__all__ = ["HOLD_LIMIT", "FencedSaver", "durable", "fenced"]
+__all__ = ["HOLD_LIMIT", "FencedSaver", "InProcessSaver", "durable", "fenced"]
 
 HOLD_LIMIT = 64
 """Saves a run holds back at most: the 64th is written with the rest at once (a run that goes
@@ -67,7 +67,7 @@ def fenced(saver: BaseCheckpointSaver[Any], leases: Leases) -> FencedSaver:
     if isinstance(saver, FencedSaver):
         return saver
     if not durable(saver):
-        leases = _LOCAL.setdefault(saver, LocalLeases())
+        return InProcessSaver(saver, _LOCAL.setdefault(saver, LocalLeases()))
     return FencedSaver(saver, leases)
 
 
@@ -329,6 +329,49 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
     def __repr__(self) -> str:
         return f"FencedSaver({self.saver!r})"
+
+
+class InProcessSaver(FencedSaver):
+    """A ``FencedSaver`` for a checkpointer that lives in this process (``InMemorySaver``), its
+    leases in this process's memory: no other process can write its threads, and a lease held in
+    memory ends only when its run does, so its writes go straight through (nothing to fence, and
+    nothing to batch)."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self.saver.put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.saver.put_writes(config, writes, task_id, task_path)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self.saver.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.saver.aput_writes(config, writes, task_id, task_path)
 
 
 def _thread_of(config: RunnableConfig) -> str:
