@@ -239,3 +239,16 @@ def test_a_checkpoint_of_a_graph_whose_nodes_do_not_settle_is_saved_at_its_step(
                                    storage.ledger)  # fmt: skip
         graph.invoke({"messages": [], "n": 0}, THREAD, durability="sync")
     assert seen == [1]  # the checkpoint after ``first`` was saved before ``second`` ran
+
+
+def test_a_state_update_answers_the_config_of_the_checkpoint_it_saved(ledger_url):
+    """``update_state`` takes the lease and its checkpoint waits like a run's: the config it
+    answers at once names the checkpoint that is then saved (as LangGraph's saver answers)."""
+    with open_storage(ledger_url) as storage:
+        graph = probing_graph(storage, ledger_url, [])
+        graph.invoke({"messages": [HumanMessage("look")]}, THREAD, context=ALICE)
+        answered = graph.update_state(THREAD, {"messages": [AIMessage("edited", id="e1")]})
+        state = graph.get_state(THREAD)
+        assert answered == state.config
+        assert state.values["messages"][-1].content == "edited"
+        assert saved_messages(ledger_url)[-1].content == "edited"
