@@ -63,15 +63,24 @@ def release() -> Iterator[threading.Event]:
     event.set()
 
 
+@pytest.fixture(params=["given", "memory"])
+def lab_ledger(request, ledger) -> Any:
+    """The test's ledger (SQLite file, PostgreSQL), or a ``MemoryLedger``: async calls then stay
+    on the event loop and hand a sync handler to the handler pool from there."""
+    from turnkit.registry.ledger import MemoryLedger
+
+    return ledger if request.param == "given" else MemoryLedger()
+
+
 @pytest.fixture
-def lab(ledger, rights, clock, release) -> Iterator[Callable[..., Executor]]:
+def lab(lab_ledger, rights, clock, release) -> Iterator[Callable[..., Executor]]:
     """Build an executor on the test's ledger over a module of the given tools."""
     made: list[Executor] = []
 
     def make(*tools: dict, **settings: Any) -> Executor:
         executor = Executor(
             Registry([Lab(list(tools))]),
-            ledger=ledger,
+            ledger=lab_ledger,
             permissions=rights,
             settings=Settings(**{"handler_timeout": TIMEOUT, **settings}),
             clock=clock,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import sqlite3
+import threading
 from typing import Any
 
 import pytest
@@ -225,8 +226,9 @@ def test_an_executors_own_ledger_lives_in_memory_and_is_shared_by_its_threads():
 
 
 async def test_a_ledger_in_memory_is_asked_on_the_event_loop_not_in_a_worker_thread(monkeypatch):
-    """Its statements touch no disk: async calls run them on the loop (no thread hop), and a
-    call with an async handler never leaves the loop."""
+    """Its statements touch no disk: async calls run them on the loop (no thread hop), a call
+    with an async handler never leaves the loop, and one with a sync handler leaves it only for
+    the handler pool."""
     import asyncio
 
     hops: list[str] = []
@@ -251,15 +253,34 @@ async def test_a_ledger_in_memory_is_asked_on_the_event_loop_not_in_a_worker_thr
         },
         handler=echo,
     )
-    executor = Executor(Registry([Demo([tool])]))
+    in_pool: list[str] = []
+
+    def shout(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        in_pool.append(threading.current_thread().name)
+        return {"shout": input["text"].upper()}
+
+    sync_tool = Tool(
+        name="demo.shout_text",
+        description="Shout.",
+        audience="public",
+        input_schema=tool.input_schema,
+        handler=shout,
+    )
+    executor = Executor(Registry([Demo([tool, sync_tool])]))
     monkeypatch.setattr(asyncio, "to_thread", counted)
     await executor.ledger.aset_setting("confirm_batch_over", 4)
     assert (await executor.ledger.asettings()) == {"confirm_batch_over": 4}
     answer = await executor.aexecute(Caller.public(), "demo.echo_text", {"text": "hi"})
     assert answer["result"] == {"echo": "hi"}
-    (row,) = await executor.ledger.aaudit_rows()
-    assert (row["tool"], row["status"]) == ("demo.echo_text", "ok")
+    answer = await executor.aexecute(Caller.public(), "demo.shout_text", {"text": "hi"})
+    assert answer["result"] == {"shout": "HI"}
+    rows = await executor.ledger.aaudit_rows()
+    assert [(r["tool"], r["status"]) for r in rows] == [
+        ("demo.shout_text", "ok"),
+        ("demo.echo_text", "ok"),
+    ]
     assert hops == []
+    assert [name.startswith("turnkit-handler") for name in in_pool] == [True]
     executor.close()
 
 

@@ -9,12 +9,16 @@ blocking the event loop: it advances the steps in a worker thread, performing th
 block there (ledger calls, the application's code, a sync permission provider, a sync handler
 under its timeout), and comes back to the loop only for what belongs there (an async handler or
 provider, a pause). A call whose code is all sync so makes one thread hop, not one per effect.
+On a ledger that does not block (``MemoryLedger``) the steps stay on the loop and a sync handler
+is the one hop: handed to the handler pool from the loop, its outcome recorded by a thread of its
+own if the awaiting run is cancelled meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -35,6 +39,7 @@ from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 
 T = TypeVar("T")
+log = logging.getLogger("turnkit.executor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +122,15 @@ class Environment:
     """The threads sync handlers run in (apart from ledger work)."""
 
 
-def drive(steps: Steps[T], env: Environment) -> T:
-    """Run ``steps`` to its answer, performing each effect in this thread.
+def drive(steps: Steps[T], env: Environment, reply: Any = None) -> T:
+    """Run ``steps`` to its answer, performing each effect in this thread (``reply``: what the
+    effect they wait on gave, when they were started elsewhere).
 
     An effect that fails is raised inside the steps, so they can clean up before it propagates.
     An interrupt (Ctrl-C's ``KeyboardInterrupt``, ``SystemExit``) while an effect runs throws
     ``Cancelled`` into the steps, whose clean-up runs (a claimed confirmation is reopened, a key
     released, a started write settled as unknown), then goes on up.
     """
-    reply: Any = None
     error: Exception | None = None
     while True:
         try:
@@ -187,6 +192,9 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
             if done:
                 return found
             effect = found
+        if isinstance(effect, RunHandler) and not _is_async(effect.handler):
+            reply, error = await _run_in_pool(steps, effect, env), None
+            continue
         try:
             reply, error = await _aperform(effect, env), None
         except Exception as exc:  # handed back to the steps on the next turn
@@ -196,16 +204,18 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
 def _blocks(effect: Effect, env: Environment) -> bool:
     """True for an effect that may block: performed in a worker thread, never on the loop.
 
-    A sync handler is one: the worker thread hands it to the handler pool and waits under its
-    timeout, as ``drive`` does, so a call whose handler is sync makes one hop from the loop, not
-    three (measured: a hop costs ~0.13 ms of CPU here, more than a plain read's ledger work).
+    A sync handler is one when the ledger blocks: the worker thread that performs the ledger
+    work before it hands it to the handler pool and waits under its timeout, as ``drive`` does,
+    so the call makes one hop from the loop, not three (measured: a hop costs ~0.13 ms of CPU
+    here, more than a plain read's ledger work). On a ledger that does not block the steps never
+    leave the loop, and the handler pool is the one hop (``_run_in_pool``).
     """
     if isinstance(effect, OnLedger):
         return env.ledger.blocking
     if isinstance(effect, UserCode):
         return True
     if isinstance(effect, RunHandler):
-        return not _is_async(effect.handler)
+        return env.ledger.blocking and not _is_async(effect.handler)
     if isinstance(effect, Permissions):
         return not (_is_async(env.permissions) or isinstance(env.permissions, StaticPermissions))
     return False
@@ -288,7 +298,7 @@ async def _aperform(effect: Effect | _Awaitable, env: Environment) -> Any:
     if isinstance(effect, Permissions):
         return await apermissions_now(env.permissions, effect.caller)
     if isinstance(effect, RunHandler):
-        return await _run_async(effect, env.handler_pool)
+        return await _run_async(effect)
     if isinstance(effect, Pause):
         await asyncio.sleep(effect.seconds)
         return None
@@ -328,17 +338,46 @@ def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
     return HandlerOutcome("ok", value)
 
 
-async def _run_async(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
-    handler = effect.handler
-    if _is_async(handler):
-        work: Any = handler(effect.input, effect.ctx)
-    else:
-        loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(pool, _to_completion, handler, effect.input, effect.ctx)
+async def _run_async(effect: RunHandler) -> HandlerOutcome:
+    """An async handler awaited under its timeout (in a task of its own, as a handler's
+    context changes stay its own)."""
     try:
-        return await asyncio.wait_for(_guarded(work), effect.timeout)
+        return await asyncio.wait_for(_guarded(effect.handler(effect.input, effect.ctx)),
+                                      effect.timeout)  # fmt: skip
     except TimeoutError:  # only wait_for's: _guarded turns the handler's own into an error
         return HandlerOutcome("timeout")
+
+
+async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) -> HandlerOutcome:
+    """A sync handler run from the loop in the handler pool, under its timeout. Cancelled
+    meanwhile, the awaiting run goes, but the handler cannot be stopped: a thread of its own
+    waits for its outcome and runs ``steps`` on to record it (audit, idempotency), as
+    ``_advance`` does for a call in a worker thread."""
+    future = env.handler_pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
+    try:
+        async with asyncio.timeout(effect.timeout):
+            return await _guarded(asyncio.wrap_future(future))
+    except TimeoutError:  # only the timeout's: _guarded turns the handler's own into an error
+        return HandlerOutcome("timeout")
+    except asyncio.CancelledError:
+        deadline = time.monotonic() + effect.timeout
+        threading.Thread(
+            target=_record_after, args=(steps, env, future, deadline), name="turnkit-record"
+        ).start()
+        raise
+
+
+def _record_after(steps: Steps[Any], env: Environment, future: Any, deadline: float) -> None:
+    """In its own thread: the outcome of a handler whose run was cancelled, given to ``steps``,
+    which record it (their answer goes nowhere: nobody awaits it)."""
+    try:
+        outcome = HandlerOutcome("ok", future.result(max(0.0, deadline - time.monotonic())))
+    except Exception as exc:  # the handler's failure, or the wait's timeout
+        outcome = HandlerOutcome("error", exc) if future.done() else HandlerOutcome("timeout")
+    try:
+        drive(steps, env, outcome)
+    except Exception:  # nobody to tell but the log
+        log.exception("recording the outcome of a cancelled call failed")
 
 
 async def _guarded(work: Any) -> HandlerOutcome:
