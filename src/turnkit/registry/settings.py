@@ -75,6 +75,8 @@ class Settings:
         An unknown key or a value that breaks its setting's rule is logged and skipped: a typo in
         the settings table must not stop every call.
         """
+        if not overrides:
+            return self
         known = {f.name for f in dataclasses.fields(self)}
         merged = self
         for key, value in overrides.items():
