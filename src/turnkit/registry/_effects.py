@@ -17,10 +17,12 @@ own if the awaiting run is cancelled meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -175,7 +177,7 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
     runs them on, up to an effect that belongs on the loop (a handler, a pause, an async
     provider) or their answer. Steps that need nothing that blocks never leave the loop.
     """
-    cancelled = threading.Event()
+    cancelled: threading.Event | None = None  # made when a worker thread first needs it
     reply: Any = None
     error: Exception | None = None
     while True:
@@ -184,6 +186,7 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
         except StopIteration as stop:
             return stop.value
         if _blocks(effect, env):
+            cancelled = cancelled or threading.Event()
             try:
                 done, found = await asyncio.to_thread(_advance, steps, env, effect, cancelled)
             except asyncio.CancelledError:
@@ -308,9 +311,20 @@ async def _aperform(effect: Effect | _Awaitable, env: Environment) -> Any:
 
 
 def _is_async(handler: Callable[..., Any]) -> bool:
-    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    """An ``async def`` function, or an object whose ``__call__`` is one (asked once per
+    handler: a tool's handler never changes)."""
+    try:
+        return _ASYNC[handler]
+    except (KeyError, TypeError):  # not asked yet, or not hashable (asked every time)
+        pass
     call = getattr(handler, "__call__", None)  # noqa: B004  (an async __call__ method)
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+    found = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+    with contextlib.suppress(TypeError):  # no weak reference to it: asked again next time
+        _ASYNC[handler] = found
+    return found
+
+
+_ASYNC: weakref.WeakKeyDictionary[Callable[..., Any], bool] = weakref.WeakKeyDictionary()
 
 
 def _to_completion(handler: Callable[..., Any], input: dict[str, Any], ctx: Any) -> Any:
