@@ -3,8 +3,9 @@
 A run on a checkpointed thread takes the thread's lease before it reads the thread and gives it
 back when it ends (finished, paused at an interrupt, failed or cancelled); a run that finds the
 thread busy raises ``ThreadBusy`` at once, or waits up to its ``busy_timeout``. Its checkpoint
-writes go through ``FencedSaver`` and stop if the lease is lost. ``invoke`` runs ``stream`` and
-``ainvoke`` ``astream``, so every way of running takes the lease; so do state updates.
+writes go through ``FencedSaver`` and stop if the lease is lost. ``invoke``, ``ainvoke``,
+``stream`` and ``astream`` each take the lease (``invoke`` around the stream it runs, which then
+finds it in its config); so do state updates.
 
 A checkpointer attached later (``langgraph dev`` copies the graph with its own) is fenced too:
 LangGraph's ``copy`` builds a ``TurnGraph`` again, and ``__init__`` wraps it.
@@ -76,6 +77,26 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
                 ' configurable={"thread_id": ..., "busy_timeout": 30}'
             )
         return saver.leases, str(thread_id), float(wait)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        thread = self._thread(config)
+        if thread is None:
+            return super().invoke(input, config, **kwargs)
+        lease = take(*thread)  # held around the whole call: its stream needs no wrapper
+        try:
+            return super().invoke(input, self._with(config, lease), **kwargs)
+        finally:
+            self._end(lease)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        thread = self._thread(config)
+        if thread is None:
+            return await super().ainvoke(input, config, **kwargs)
+        lease = await atake(*thread)
+        try:
+            return await super().ainvoke(input, self._with(config, lease), **kwargs)
+        finally:
+            await self._aend(lease)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         thread = self._thread(config)
