@@ -347,3 +347,24 @@ def test_a_ledger_in_memory_inserts_audit_rows_together_and_shows_them_at_once()
     ledger.close()
     with pytest.raises(sqlite3.ProgrammingError):
         row(0)
+
+
+def test_a_ledger_in_memory_charges_rate_limits_as_the_sql_does():
+    """Usage is counted in memory (no statement): a charge that would pass the limit charges
+    nothing, windows and callers count apart, and the same check holds across threads."""
+    import concurrent.futures
+
+    from turnkit.registry.ledger import MemoryLedger
+
+    ledger = MemoryLedger()
+    assert not ledger.charge("u", 1, 5, 4)  # more than the whole budget
+    assert ledger.charge("u", 1, 3, 4)
+    assert not ledger.charge("u", 1, 2, 4)  # 5 > 4: nothing charged
+    assert ledger.charge("u", 1, 1, 4)
+    assert (ledger.usage("u", 1), ledger.usage("u", 2), ledger.usage("v", 1)) == (4, 0, 0)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(lambda _: ledger.charge("w", 1, 1, 100), range(400)))
+    assert (won.count(True), ledger.usage("w", 1)) == (100, 100)
+    ledger.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        ledger.charge("u", 1, 1, 4)

@@ -5,10 +5,12 @@ The same SQL as every ledger, on one in-memory SQLite database shared by the pro
 statement is a few microseconds of CPU, so async code runs it on the event loop instead of in a
 worker thread (``blocking = False``).
 
-Since every statement comes through this object, two things cost less than a statement per
+Since every statement comes through this object, three things cost less than a statement per
 call, with the same answers: the operator's settings are remembered until a statement writes
-them, and audit rows wait in a list until a statement reads the audit (or 64 of them wait) and
-are inserted together. A crash loses them with everything else this ledger holds.
+them; rate-limit usage is counted in a dict (``charge``/``usage``, under the lock: the same
+check-and-add as the SQL's one conditional upsert); and audit rows wait in a list until a
+statement reads the audit (or 64 of them wait) and are inserted together. A crash loses them
+with everything else this ledger holds.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class MemoryLedger(Ledger):
         self._lock = threading.Lock()
         self._settings: dict[str, Any] | None = None  # the overrides, until a statement writes them
         self._audit: list[tuple[Any, ...]] = []  # rows not inserted yet
+        self._usage: dict[tuple[str, int], int] = {}  # (caller, window start) -> units spent
         self._closed = False
         self.setup()
 
@@ -71,6 +74,24 @@ class MemoryLedger(Ledger):
                 rows = self._conn.execute("SELECT key, value FROM turnkit_settings").fetchall()
                 self._settings = overrides_of(rows)
             return dict(self._settings)
+
+    def charge(self, identity: str, window_start: int, units: int, limit: int) -> bool:
+        """As ``Ledger.charge``: add ``units`` to the caller's window when the total stays
+        within ``limit``; False (nothing charged) when it has no room."""
+        key = (identity, window_start)
+        with self._lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            spent = self._usage.get(key, 0) + units
+            if units > limit or spent > limit:
+                return False
+            self._usage[key] = spent
+            return True
+
+    def usage(self, identity: str, window_start: int) -> int:
+        """As ``Ledger.usage``."""
+        with self._lock:
+            return self._usage.get((identity, window_start), 0)
 
     def audit(
         self,
@@ -101,7 +122,7 @@ class MemoryLedger(Ledger):
         """Forget everything (statements after this raise ``sqlite3.ProgrammingError``)."""
         with self._lock:
             self._closed = True
-            self._audit, self._settings = [], None
+            self._audit, self._settings, self._usage = [], None, {}
             self._conn.close()
 
     def __repr__(self) -> str:
