@@ -4,12 +4,16 @@ The same six nodes, the same state channels (``TurnState``, messages as deltas),
 and read views as ``build_turn_graph`` — but each node does only what the turn needs to produce
 the same messages: bind the tools and call the model, run the tool function, wrap its result.
 No rights, no validation, no ledger, no fitting. Async runs await the model and run the other
-nodes on the event loop, as turnkit's do. ``turnkit ÷ shape`` is then the price of
-turnkit's own work, and ``shape ÷ create_agent`` the price of six visible steps in LangGraph.
+nodes on the event loop, as turnkit's do, but for the tool function: a sync function may block,
+so an async run calls it in a worker thread, as LangChain's tools do (``create_agent``'s
+``ToolNode`` too) and as any runtime must that never blocks its event loop. ``turnkit ÷ shape``
+is then the price of turnkit's own work, and ``shape ÷ create_agent`` the price of six visible
+steps in LangGraph.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -51,6 +55,13 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
         }
         return {"answers": answers, "calls": []}
 
+    async def aexecute(state: Any) -> dict[str, Any]:
+        answers = {}
+        for c in state["calls"]:  # a sync tool function, off the event loop
+            result = await asyncio.to_thread(functions[c["name"]], **c["args"])
+            answers[c["id"]] = {"content": json.dumps(result), "status": "success"}
+        return {"answers": answers, "calls": []}
+
     def fit_results(state: Any) -> dict[str, Any]:
         messages = [
             ToolMessage(a["content"], tool_call_id=cid) for cid, a in state["answers"].items()
@@ -61,8 +72,9 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
         return {"held": []}
 
     graph = StateGraph(TurnState, output_schema=TurnOutput)
-    nodes = {  # async runs call the model without blocking and run the rest on the loop
-        name: RunnableCallable(node, _on_the_loop(node, acall_model), name=name, trace=False)
+    twins = {"call_model": acall_model, "execute": aexecute}
+    nodes = {  # async runs call the model and the tool without blocking, the rest on the loop
+        name: RunnableCallable(node, twins.get(name) or _on_the_loop(node), name=name, trace=False)
         for name, node in [
             ("list_tools", list_tools),
             ("call_model", call_model),
@@ -76,11 +88,9 @@ def shape_graph(model: Any, checkpointer: Any = None) -> Any:
     return graph.compile(checkpointer=checkpointer)
 
 
-def _on_the_loop(node: Any, acall_model: Any) -> Any:
-    """The async twin of ``node``: the model call awaited, any other node run inline (as
-    turnkit's nodes that need nothing that blocks)."""
-    if node.__name__ == "call_model":
-        return acall_model
+def _on_the_loop(node: Any) -> Any:
+    """The async twin of ``node``, run inline on the loop (as turnkit's nodes that need nothing
+    that blocks)."""
 
     async def inline(state: Any) -> dict[str, Any]:
         return node(state)  # type: ignore[no-any-return]
