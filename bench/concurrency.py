@@ -14,6 +14,10 @@ The time the concurrent run spent in garbage collection is reported too: with 50
 once, full collections are long and frequent, and they are most of the wall time beyond the CPU
 the turns need (``gc.freeze()`` after start-up, in the application, removed ~40 % of it here).
 
+The concurrent pass is run five times (twice with ``--quick``), the contenders' passes
+interleaved, garbage collected before each: values are medians, ratios the medians of the
+round-by-round ratios, so a burst of load on the shared machine moves both sides of a round.
+
 turnkit runs with its default durability (``sync``) and with ``async`` for comparison;
 ``create_agent`` (LangGraph's default, ``async``) is the peer. turnkit's shape with turnkit's work
 removed (``_shape.py``) runs too: ``shape ÷ create_agent`` is what six visible steps cost in
@@ -50,6 +54,8 @@ from turnkit.graph import TurnContext, build_turn_graph
 
 SCENARIO = "concurrency"
 TURNS, QUICK_TURNS = 500, 150
+ROUNDS, QUICK_ROUNDS = 5, 2
+"""Concurrent passes per contender, interleaved with the other contenders'."""
 WARMUP = 20
 LOOP_CHECK_TURNS = 50
 LATENCY = 0.05
@@ -198,23 +204,36 @@ def concurrent_slow(make: Factory, turns: int) -> tuple[float, float, float]:
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Sequential CPU, concurrent wall, the target and the longest loop step per contender."""
+    """Sequential CPU, concurrent wall, the target and the longest loop step per contender.
+
+    The concurrent pass runs ``ROUNDS`` times, the contenders' passes interleaved and garbage
+    collected before each: a value is the median over rounds, a ratio the median of the
+    round-by-round ratios (a slow spell of the shared machine moves both sides of a round)."""
     turns = QUICK_TURNS if quick else TURNS
+    rounds = QUICK_ROUNDS if quick else ROUNDS
     contenders: dict[str, Factory] = {
         "turnkit sync": turnkit_graph("sync"),
         "turnkit async": turnkit_graph("async"),
         "shape": shape,
         "create_agent": agent_graph,
     }
+    passes: dict[str, list[tuple[float, float, float]]] = {case: [] for case in contenders}
+    for _ in range(rounds):
+        for case, make in contenders.items():
+            gc.collect()
+            passes[case].append(concurrent_slow(make, turns))
     rows = []
-    walls: dict[str, float] = {}
-    cpus: dict[str, float] = {}
     row = _common.row
+    median = _common.median
+
+    def paired(case: str, peer: str, at: int) -> float:
+        """The median over rounds of ``case``'s wall (0) or CPU (1) over ``peer``'s."""
+        return median([a[at] / b[at] for a, b in zip(passes[case], passes[peer], strict=True)])
+
     for case, make in contenders.items():
         seq_wall, seq_cpu = sequential_instant(make, turns)
-        wall, cpu, collecting = concurrent_slow(make, turns)
+        wall, cpu, collecting = (median([p[i] for p in passes[case]]) for i in range(3))
         lag = longest_step(make)
-        walls[case], cpus[case] = wall, cpu
         target = SLACK * seq_cpu + MODEL_CALLS * 2 * LATENCY
         rows.append(row(SCENARIO, f"{case}: {turns} sequential, instant model, CPU", seq_cpu, "s"))
         rows.append(
@@ -245,25 +264,28 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         ("turnkit sync", "shape", "turnkit sync: concurrent CPU per turn"),
     ]:
         why = ": the price of turnkit's own work" if peer == "shape" else ""
-        per_turn, ratio = cpus[case] / turns * 1e3, cpus[case] / cpus[peer]
-        rows.append(row(SCENARIO, f"{label} (÷ {peer}{why})", per_turn, "ms", ratio=ratio))
+        per_turn = median([p[1] for p in passes[case]]) / turns * 1e3
+        rows.append(
+            row(SCENARIO, f"{label} (÷ {peer}{why})", per_turn, "ms", ratio=paired(case, peer, 1))
+        )
     for case in ("turnkit sync", "turnkit async"):
+        wall = median([p[0] for p in passes[case]])
         rows.append(
             row(
                 SCENARIO,
                 f"{case}: concurrent wall (÷ create_agent)",
-                walls[case],
+                wall,
                 "s",
-                ratio=walls[case] / walls["create_agent"],
+                ratio=paired(case, "create_agent", 0),
             )
         )
-        ratio = cpus[case] / cpus["create_agent"]
+        ratio = paired(case, "create_agent", 1)
         verdict = {"target": "<= 1.0x", "met": ratio <= 1.0} if case == "turnkit sync" else {}
         rows.append(
             row(
                 SCENARIO,
                 f"{case}: concurrent CPU per turn (÷ create_agent)",
-                cpus[case] / turns * 1e3,
+                median([p[1] for p in passes[case]]) / turns * 1e3,
                 "ms",
                 ratio=ratio,
                 **verdict,
