@@ -27,7 +27,7 @@ from turnkit.registry.ledger.records import (
 )
 from turnkit.registry.ledger.schema import CONFIRMATION_COLUMNS, TABLES
 
-__all__ = ["AUDIT_SQL", "Ledger", "audit_row", "overrides_of"]
+__all__ = ["AUDIT_SQL", "Ledger", "overrides_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,26 +68,7 @@ AUDIT_SQL = (
     "INSERT INTO turnkit_audit (id, at, caller_identity, tool, status, code, duration_ms,"
     " confirmation_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-"""One audit row's insert; its parameters are ``audit_row``'s."""
-
-
-def audit_row(
-    at: float,
-    caller: str,
-    tool: str,
-    status: str,
-    code: str | None,
-    duration_ms: float,
-    confirmation_id: str | None,
-    detail: str | None,
-) -> tuple[Any, ...]:
-    """The parameters of ``AUDIT_SQL`` for one row, its id made now (ids sort in insertion
-    order)."""
-    return (
-        f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-        at, _text(caller), _text(tool, 200), status, code, duration_ms, confirmation_id,
-        _text(detail),
-    )  # fmt: skip
+"""One audit row's insert (``Ledger._append_audit``)."""
 
 
 def overrides_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
@@ -398,8 +379,17 @@ class Ledger(ABC):
         detail: str | None = None,
     ) -> None:
         """Append one audit row: who called what, how it ended, how long it took."""
-        self._run(AUDIT_SQL, audit_row(at, caller, tool, status, code, duration_ms,
-                                       confirmation_id, detail))  # fmt: skip
+        self._append_audit(
+            (
+                f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",  # sorts in insertion order
+                at, _text(caller), _text(tool, 200), status, code, duration_ms, confirmation_id,
+                _text(detail),
+            )
+        )  # fmt: skip
+
+    def _append_audit(self, row: tuple[Any, ...]) -> None:
+        """Insert one audit row, the parameters of ``AUDIT_SQL`` (``MemoryLedger`` batches)."""
+        self._run(AUDIT_SQL, row)
 
     def audit_rows(
         self, limit: int = 100, *, confirmation_ids: Collection[str] | None = None

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from turnkit.registry.ledger.base import AUDIT_SQL, Ledger, audit_row, overrides_of
+from turnkit.registry.ledger.base import AUDIT_SQL, Ledger, overrides_of
 
 __all__ = ["MemoryLedger"]
 
@@ -93,20 +93,8 @@ class MemoryLedger(Ledger):
         with self._lock:
             return self._usage.get((identity, window_start), 0)
 
-    def audit(
-        self,
-        *,
-        at: float,
-        caller: str,
-        tool: str,
-        status: str,
-        code: str | None,
-        duration_ms: float,
-        confirmation_id: str | None = None,
-        detail: str | None = None,
-    ) -> None:
-        """Append one audit row (inserted with the next ones, before the audit is read)."""
-        row = audit_row(at, caller, tool, status, code, duration_ms, confirmation_id, detail)
+    def _append_audit(self, row: tuple[Any, ...]) -> None:
+        """Keep the row to insert with the next ones, before the audit is read."""
         with self._lock:
             if self._closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
