@@ -191,3 +191,64 @@ async def test_a_run_cancelled_while_its_sync_handler_runs_still_records_the_out
     executor.close()
     assert (again["result"], again.get("replayed")) == ({"thing": 1}, True)
     assert runs == [1]
+
+
+async def test_a_run_cancelled_while_its_sync_handler_waits_in_the_pool_still_runs_it(any_ledger):
+    """The pool is busy: the call's handler waits its turn. The run awaiting it is cancelled
+    meanwhile, but the handler still runs when the pool frees (as a handler started is never
+    stopped, one handed over is never kept from starting), and its outcome is recorded."""
+    ledger = any_ledger
+    busy, go_on = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    def handler(input: dict, ctx: Any) -> dict:
+        runs.append(input["who"])
+        if input["who"] == "first":
+            busy.set()
+            go_on.wait(5)
+        return {"thing": input["who"]}
+
+    schema = {"type": "object", "properties": {"who": {"type": "string"}}}
+
+    class Two(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": handler, "input_schema": schema}]
+
+    executor = Executor(Registry([Two()]), ledger=ledger, permissions=lambda c: {"lab.view"},
+                        handler_threads=1)  # fmt: skip
+    alice = Caller.session("alice")
+    first = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "first"}))
+    assert await asyncio.to_thread(busy.wait, 5)
+    control = {"idempotency_key": "k"}
+    second = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "second"},
+                                                   control))  # fmt: skip
+    await asyncio.sleep(0.05)  # the second's handler waits for the pool's one thread
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    go_on.set()
+    assert (await first)["result"] == {"thing": "first"}
+    for _ in range(100):  # the outcome is recorded on its own
+        if len(ledger.audit_rows()) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(row["status"] for row in ledger.audit_rows()) == ["ok", "ok"]
+    again = await executor.aexecute(alice, "lab.get_thing", {"who": "second"}, control)
+    executor.close()
+    assert (again["result"], again.get("replayed")) == ({"thing": "second"}, True)
+    assert runs == ["first", "second"]
+
+
+async def test_a_call_whose_handler_cannot_be_handed_over_releases_its_key(any_ledger):
+    """The executor's handler pool is shut down: the call fails as on the sync path, and its
+    idempotency key is released (a retry may run it), never left 'running'."""
+    ledger = any_ledger
+    executor = Executor(Registry([_Module()]), ledger=ledger, permissions=lambda c: {"lab.view"})
+    executor._env.handler_pool.shutdown()
+    alice = Caller.session("alice")
+    with pytest.raises(RuntimeError, match="shutdown"):
+        await executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
+    with pytest.raises(RuntimeError, match="shutdown"):
+        executor.execute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
+    assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
+    executor.close()

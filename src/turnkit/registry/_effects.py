@@ -195,11 +195,11 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
             if done:
                 return found
             effect = found
-        if isinstance(effect, RunHandler) and not _is_async(effect.handler):
-            reply, error = await _run_in_pool(steps, effect, env), None
-            continue
         try:
-            reply, error = await _aperform(effect, env), None
+            if isinstance(effect, RunHandler) and not _is_async(effect.handler):
+                reply, error = await _run_in_pool(steps, effect, env), None
+            else:
+                reply, error = await _aperform(effect, env), None
         except Exception as exc:  # handed back to the steps on the next turn
             reply, error = None, exc
 
@@ -353,30 +353,34 @@ def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
 
 
 async def _run_async(effect: RunHandler) -> HandlerOutcome:
-    """An async handler awaited under its timeout (in a task of its own, as a handler's
-    context changes stay its own)."""
+    """An async handler awaited under its timeout, in a task of its own (so the context changes
+    it makes stay its own, on every Python)."""
+    task = asyncio.ensure_future(_guarded(effect.handler(effect.input, effect.ctx)))
     try:
-        return await asyncio.wait_for(_guarded(effect.handler(effect.input, effect.ctx)),
-                                      effect.timeout)  # fmt: skip
+        return await asyncio.wait_for(task, effect.timeout)
     except TimeoutError:  # only wait_for's: _guarded turns the handler's own into an error
         return HandlerOutcome("timeout")
 
 
 async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) -> HandlerOutcome:
-    """A sync handler run from the loop in the handler pool, under its timeout. Cancelled
-    meanwhile, the awaiting run goes, but the handler cannot be stopped: a thread of its own
-    waits for its outcome and runs ``steps`` on to record it (audit, idempotency), as
-    ``_advance`` does for a call in a worker thread."""
+    """A sync handler run from the loop in the handler pool, under its timeout. A handler is
+    never stopped, nor kept from starting, by what happens to its awaiting run: cancelled
+    meanwhile, the run goes, and a thread of its own waits for the handler's outcome and runs
+    ``steps`` on to record it (audit, idempotency), as ``_advance`` does for a call in a worker
+    thread."""
+    deadline = time.monotonic() + effect.timeout
     future = env.handler_pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
     try:
         async with asyncio.timeout(effect.timeout):
-            return await _guarded(asyncio.wrap_future(future))
+            return await _guarded(asyncio.shield(asyncio.wrap_future(future)))
     except TimeoutError:  # only the timeout's: _guarded turns the handler's own into an error
         return HandlerOutcome("timeout")
     except asyncio.CancelledError:
-        deadline = time.monotonic() + effect.timeout
         threading.Thread(
-            target=_record_after, args=(steps, env, future, deadline), name="turnkit-record"
+            target=_record_after,
+            args=(steps, env, future, deadline),
+            name="turnkit-record",
+            daemon=False,  # the outcome is recorded even when the program is ending
         ).start()
         raise
 
