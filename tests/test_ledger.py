@@ -314,6 +314,9 @@ def test_a_ledger_in_memory_remembers_its_settings_until_a_statement_writes_them
     assert ledger.settings() == {"max_rounds": 3}  # any statement that writes them
     ledger.settings()["max_rounds"] = 99  # a copy
     assert ledger.settings() == {"max_rounds": 3}
+    ledger.set_setting("api_session_write_modules", ["shop"])
+    ledger.settings()["api_session_write_modules"].append("other")  # a copy, all the way down
+    assert ledger.settings()["api_session_write_modules"] == ["shop"]
     ledger.close()
     with pytest.raises(sqlite3.ProgrammingError):
         ledger.settings()
@@ -349,14 +352,20 @@ def test_a_ledger_in_memory_inserts_audit_rows_together_and_shows_them_at_once()
         row(0)
 
 
-def test_a_ledger_in_memory_charges_rate_limits_as_the_sql_does():
-    """Usage is counted in memory (no statement): a charge that would pass the limit charges
-    nothing, windows and callers count apart, and the same check holds across threads."""
-    import concurrent.futures
-
+@pytest.fixture(params=["memory", "sql"])
+def charged(request, ledger) -> Any:
+    """A ``MemoryLedger`` (usage counted in a dict), then the test's SQL ledger."""
     from turnkit.registry.ledger import MemoryLedger
 
-    ledger = MemoryLedger()
+    return MemoryLedger() if request.param == "memory" else ledger
+
+
+def test_a_ledger_charges_rate_limits_within_the_limit_only(charged):
+    """A charge that would pass the limit charges nothing, windows and callers count apart, and
+    the same check holds across threads: in memory (no statement) as in SQL."""
+    import concurrent.futures
+
+    ledger = charged
     assert not ledger.charge("u", 1, 5, 4)  # more than the whole budget
     assert ledger.charge("u", 1, 3, 4)
     assert not ledger.charge("u", 1, 2, 4)  # 5 > 4: nothing charged
@@ -365,6 +374,18 @@ def test_a_ledger_in_memory_charges_rate_limits_as_the_sql_does():
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         won = list(pool.map(lambda _: ledger.charge("w", 1, 1, 100), range(400)))
     assert (won.count(True), ledger.usage("w", 1)) == (100, 100)
+
+
+def test_a_closed_ledger_in_memory_refuses_every_call():
+    from turnkit.registry.ledger import MemoryLedger
+
+    ledger = MemoryLedger()
     ledger.close()
-    with pytest.raises(sqlite3.ProgrammingError):
-        ledger.charge("u", 1, 1, 4)
+    for call in (
+        lambda: ledger.charge("u", 1, 1, 4),
+        lambda: ledger.usage("u", 1),
+        ledger.settings,
+        lambda: ledger.audit(at=0.0, caller="c", tool="t", status="ok", code=None, duration_ms=1.0),
+    ):
+        with pytest.raises(sqlite3.ProgrammingError):
+            call()

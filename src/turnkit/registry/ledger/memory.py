@@ -15,6 +15,7 @@ with everything else this ledger holds.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -73,15 +74,14 @@ class MemoryLedger(Ledger):
             if self._settings is None:
                 rows = self._conn.execute("SELECT key, value FROM turnkit_settings").fetchall()
                 self._settings = overrides_of(rows)
-            return dict(self._settings)
+            return copy.deepcopy(self._settings)  # JSON values: nothing shared with the cache
 
     def charge(self, identity: str, window_start: int, units: int, limit: int) -> bool:
         """As ``Ledger.charge``: add ``units`` to the caller's window when the total stays
         within ``limit``; False (nothing charged) when it has no room."""
         key = (identity, window_start)
         with self._lock:
-            if self._closed:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            self._open()
             spent = self._usage.get(key, 0) + units
             if units > limit or spent > limit:
                 return False
@@ -91,20 +91,26 @@ class MemoryLedger(Ledger):
     def usage(self, identity: str, window_start: int) -> int:
         """As ``Ledger.usage``."""
         with self._lock:
+            self._open()
             return self._usage.get((identity, window_start), 0)
+
+    def _open(self) -> None:
+        """Under the lock: refuse, as SQLite does, once closed."""
+        if self._closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
 
     def _append_audit(self, row: tuple[Any, ...]) -> None:
         """Keep the row to insert with the next ones, before the audit is read."""
         with self._lock:
-            if self._closed:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            self._open()
             self._audit.append(row)
             if len(self._audit) >= AUDIT_BATCH:
                 self._insert_audit()
 
     def _insert_audit(self) -> None:
-        rows, self._audit = self._audit, []
-        self._conn.executemany(AUDIT_SQL, rows)
+        """Under the lock: insert the waiting rows (kept, if that fails, for the next try)."""
+        self._conn.executemany(AUDIT_SQL, self._audit)
+        self._audit = []
 
     def close(self) -> None:
         """Forget everything (statements after this raise ``sqlite3.ProgrammingError``)."""
