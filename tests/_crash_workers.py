@@ -157,6 +157,26 @@ def approve_then_die(url: str, log: str, confirmation_id: str, at: KillAt) -> No
     sys.exit(NOT_KILLED)
 
 
+def _die_asked(messages: Any, tools: Any) -> Any:
+    """A model step that kills the process while the model is asked."""
+    _die()
+
+
+def die_while_asking(url: str, log: str) -> None:
+    """Alice asks; the process dies while the model is asked (before any round of tool calls)."""
+    _, _, graph, _ = open_turn(url, log, [_die_asked])
+    graph.invoke({"messages": [HumanMessage("cheaper tea")]}, THREAD, context=SESSION)
+    sys.exit(NOT_KILLED)
+
+
+def write_then_die_answering(url: str, log: str) -> None:
+    """A key caller's set_prices runs at once; the process dies while the model is asked for
+    its answer after it (the steps since the round are not saved yet)."""
+    _, _, graph, _ = open_turn(url, log, [SET_PRICES, _die_asked])
+    graph.invoke({"messages": [HumanMessage("cheaper tea")]}, THREAD, context=KEY)
+    sys.exit(NOT_KILLED)
+
+
 def resume_with_approve(url: str, log: str, confirmation_id: str) -> None:
     """A fresh process approves the held call; the model is asked once more, with the result."""
     storage, executor, graph, model = open_turn(url, log, [FINAL])

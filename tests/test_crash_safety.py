@@ -9,7 +9,10 @@ Three moments, on SQLite and PostgreSQL:
     run again; turnkit's storage holds a turn's saves back until the run acts or ends, so both
     are lost together with the rest of the turn after ``execute`` began, and the node replays
     from the checkpoint saved just before it ran);
-(c) the same two moments after ``executor.confirm`` ran an approved write in ``await_confirmation``.
+(c) the same two moments after ``executor.confirm`` ran an approved write in ``await_confirmation``;
+(d) while the model is asked, before any round of tool calls (the turn's input was saved at once:
+    the next run goes on from it), and after a write (the steps since the round are lost: the
+    round replays its idempotency record and the model is asked again).
 The dying processes are spawned (``_crash_workers.py``); the test process resumes (or, in (a),
 a second spawned process does) with storage opened from nothing but the URL.
 
@@ -169,3 +172,42 @@ def test_killed_after_an_approved_write_before_its_checkpoint_the_write_is_not_r
         confirmation = storage.ledger.get_confirmation(confirmation_id)
     assert confirmation.status == "done"
     assert confirmation.outcome == OK
+
+
+# --- (d) killed while the model is asked: before any round of tool calls, and after a write -----
+
+
+def test_killed_while_the_model_is_asked_the_turn_goes_on_from_its_saved_input(
+    ledger_url, log, shop, reopen
+):
+    run(w.die_while_asking, ledger_url, log)
+    graph, model = reopen(w.FINAL)
+    saved = graph.get_state(w.THREAD)
+    assert [m.content for m in saved.values["messages"]] == ["cheaper tea"]  # saved at once
+    assert saved.next  # the turn was cut off, not finished
+
+    graph.invoke(None, w.THREAD, context=w.SESSION)
+
+    model.assert_done()
+    messages = graph.get_state(w.THREAD).values["messages"]
+    assert [(type(m), m.content) for m in messages] == [
+        (HumanMessage, "cheaper tea"),
+        (AIMessage, w.FINAL),
+    ]
+    assert shop.writes() == []
+
+
+def test_killed_while_the_model_answers_after_a_write_the_write_is_not_repeated(
+    ledger_url, log, shop, reopen
+):
+    run(w.write_then_die_answering, ledger_url, log)
+    assert len(shop.writes()) == 1
+    graph, model = reopen(w.FINAL)
+    (task,) = graph.get_state(w.THREAD).tasks
+    assert task.name == "execute"  # saved before the round ran; what came after is done again
+
+    graph.invoke(None, w.THREAD, context=w.KEY)
+
+    assert len(shop.writes()) == 1
+    assert_asked_once_with_the_result(model)
+    assert_intact(graph, {**OK, "replayed": True})

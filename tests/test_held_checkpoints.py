@@ -33,9 +33,11 @@ from turnkit.graph.fenced import HOLD_LIMIT, FencedSaver
 from turnkit.registry.executor import Executor
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
-from turnkit.turn.leases import HOLD_KEY, LEASE_KEY
+from turnkit.turn.leases import LEASE_KEY, hold_saves
 
 ALICE = TurnContext(caller=Caller.session("alice"))
+STEP = {"source": "loop", "step": 1}
+"""A step's checkpoint metadata (a run's input checkpoint is saved at once)."""
 THREAD = {"configurable": {"thread_id": "held"}}
 PROBE = {"tool_calls": [{"name": "probe_read_state", "args": {}}]}
 
@@ -133,8 +135,9 @@ def test_an_async_run_saves_the_state_that_asked_before_the_call_runs():
     assert len(saved_messages(url)) == 4
 
 
-def test_a_turn_commits_its_checkpoints_in_two_transactions(tmp_path):
-    """One before the round of tool calls, one at the end (LangGraph's saver: one per save)."""
+def test_a_turn_commits_its_checkpoints_in_three_transactions(tmp_path):
+    """Its input at once, its steps before the round of tool calls, the rest at the end
+    (LangGraph's saver: one per save, fifteen)."""
     path = str(tmp_path / "commits.sqlite")
     with open_storage(path) as storage:
         graph = probing_graph(storage, path, [])
@@ -143,15 +146,35 @@ def test_a_turn_commits_its_checkpoints_in_two_transactions(tmp_path):
             lambda sql: commits.__setitem__(0, commits[0] + (sql == "COMMIT"))
         )
         graph.invoke({"messages": [HumanMessage("look")]}, THREAD, context=ALICE)
-        assert commits[0] == 2
+        assert commits[0] == 3
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_a_run_with_another_durability_holds_no_checkpoint_back(tmp_path, durability):
+    """Only ``sync`` durability hands LangGraph's checkpoints over before the next step starts,
+    so only there can they wait for the run to act; with ``async`` each is saved as LangGraph
+    saves it (with the task writes before it), and ``exit`` saves once, at the end."""
+    path = str(tmp_path / "durability.sqlite")
+    with open_storage(path) as storage:
+        graph = probing_graph(storage, path, [])
+        commits = [0]
+        storage.checkpointer.conn.set_trace_callback(
+            lambda sql: commits.__setitem__(0, commits[0] + (sql == "COMMIT"))
+        )
+        graph.invoke(
+            {"messages": [HumanMessage("look")]}, THREAD, context=ALICE, durability=durability
+        )
+        assert commits[0] >= 7 if durability == "async" else commits[0] <= 2
+        assert len(saved_messages(path)) == 4
 
 
 class Failing:
-    """A saver stand-in that batches, records every call, and fails the first ``put`` asked."""
+    """A saver stand-in that batches, records every call, and fails the next ``put`` asked
+    once told to (``fail``)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
-        self.fail = True
+        self.fail = False
 
     def batched(self) -> Any:
         import contextlib
@@ -171,40 +194,46 @@ class Failing:
 
 @pytest.fixture
 def held_saver(tmp_path) -> Iterator[tuple[FencedSaver, Failing, dict[str, Any]]]:
-    """A ``FencedSaver`` on ``Failing`` and the config of a turn graph's run holding a lease."""
+    """A ``FencedSaver`` on ``Failing`` and the config of a turn graph's run holding a lease,
+    whose first step is saved (a run's first step is saved at once, with its input)."""
     from turnkit.registry.ledger.leases import LocalLeases
 
     inner = Failing()
     leases = LocalLeases()
     saver = FencedSaver(inner, leases)  # type: ignore[arg-type]
     lease = leases.take("t")
-    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", LEASE_KEY: lease}}
-    config["configurable"][HOLD_KEY] = saver
-    yield saver, inner, config
     assert lease is not None
+    hold_saves(lease, saver)
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", LEASE_KEY: lease}}
+    saver.put(config, {"id": "input"}, {"source": "input"}, {})  # type: ignore[typeddict-item]
+    assert inner.calls == []  # the input waits for the first step
+    saver.put(config, {"id": "first"}, STEP, {})  # type: ignore[typeddict-item]
+    assert inner.calls == [("put", "input"), ("put", "first")]
+    inner.calls.clear()
+    yield saver, inner, config
     leases.release(lease)
 
 
 def test_a_save_that_fails_stays_held_in_order_for_the_next_flush(held_saver):
     saver, inner, config = held_saver
-    saver.put(config, {"id": "c1"}, {}, {})  # type: ignore[typeddict-item]
+    inner.fail = True
+    saver.put(config, {"id": "c1"}, STEP, {})  # type: ignore[typeddict-item]
     saver.put_writes(config, [("calls", [])], "task-1")
-    saver.put(config, {"id": "c2"}, {}, {})  # type: ignore[typeddict-item]
+    saver.put(config, {"id": "c2"}, STEP, {})  # type: ignore[typeddict-item]
     assert inner.calls == []  # all held
     with pytest.raises(OSError, match="disk full"):
         saver.flush("t")
-    saver.put(config, {"id": "c3"}, {}, {})  # type: ignore[typeddict-item]
+    saver.put(config, {"id": "c3"}, STEP, {})  # type: ignore[typeddict-item]
     saver.flush("t")
     assert inner.calls == [("put", "c1"), ("writes", "task-1"), ("put", "c2"), ("put", "c3")]
 
 
 def test_a_run_that_does_not_act_is_saved_every_hold_limit_saves(held_saver):
     saver, inner, config = held_saver
-    inner.fail = False
     for n in range(HOLD_LIMIT - 1):
-        saver.put(config, {"id": f"c{n}"}, {}, {})  # type: ignore[typeddict-item]
+        saver.put(config, {"id": f"c{n}"}, STEP, {})  # type: ignore[typeddict-item]
     assert inner.calls == []
-    saver.put(config, {"id": "last"}, {}, {})  # type: ignore[typeddict-item]
+    saver.put(config, {"id": "last"}, STEP, {})  # type: ignore[typeddict-item]
     assert len(inner.calls) == HOLD_LIMIT
     assert inner.calls[-1] == ("put", "last")
 
@@ -223,10 +252,10 @@ def test_a_checkpoint_of_a_graph_whose_nodes_do_not_settle_is_saved_at_its_step(
         return {"n": 1}
 
     def second(state: Count) -> dict[str, Any]:
-        seen.append(saved_messages_of(path))
+        seen.append(saved_n(path))
         return {"n": 2}
 
-    def saved_messages_of(where: str) -> Any:
+    def saved_n(where: str) -> Any:
         return _reader(where).checkpointer.get_tuple(THREAD).checkpoint["channel_values"].get("n")
 
     builder = StateGraph(Count)
@@ -252,3 +281,43 @@ def test_a_state_update_answers_the_config_of_the_checkpoint_it_saved(ledger_url
         assert answered == state.config
         assert state.values["messages"][-1].content == "edited"
         assert saved_messages(ledger_url)[-1].content == "edited"
+
+
+def _lease_check(monkeypatch: Any, config: dict[str, Any], *answers: Any) -> None:
+    """The run's lease cannot be vouched for: asking the database gives ``answers`` in turn
+    (an exception is raised)."""
+    leases = config["configurable"][LEASE_KEY].leases
+    given = iter(answers)
+
+    def confirm(lease: Any) -> bool:
+        answer = next(given)
+        if isinstance(answer, Exception):
+            raise answer
+        return bool(answer)
+
+    monkeypatch.setattr(leases, "vouched", lambda lease: False)
+    monkeypatch.setattr(leases, "confirm", confirm)
+
+
+def test_a_flush_whose_lease_check_fails_keeps_its_saves(held_saver, monkeypatch):
+    saver, inner, config = held_saver
+    saver.put(config, {"id": "c1"}, STEP, {})  # type: ignore[typeddict-item]
+    _lease_check(monkeypatch, config, OSError("database unreachable"), True)
+    with pytest.raises(OSError, match="unreachable"):
+        saver.flush("t")
+    saver.flush("t")
+    assert inner.calls == [("put", "c1")]
+
+
+def test_a_flush_of_a_run_that_lost_its_lease_drops_its_saves(held_saver, monkeypatch):
+    """The thread is another run's now: what this one held back is never written."""
+    from turnkit import LeaseLost
+
+    saver, inner, config = held_saver
+    saver.put(config, {"id": "c1"}, STEP, {})  # type: ignore[typeddict-item]
+    _lease_check(monkeypatch, config, False)
+    with pytest.raises(LeaseLost):
+        saver.flush("t")
+    monkeypatch.undo()
+    saver.flush("t")
+    assert inner.calls == []

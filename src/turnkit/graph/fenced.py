@@ -12,11 +12,14 @@ saves wait (``held.py``) and are written together, in order, in one transaction:
 
 - its task writes wait at least for the checkpoint that follows them (one round trip a step
   instead of two);
-- in a turn graph's run (``HOLD_KEY`` in its config) its checkpoints wait too, until the run
-  acts on the world: its nodes save what waits before a round of tool calls or decisions
-  (``settle_run``), so nothing a run does can outlive the state that asked for it, and a step
-  lost in a crash is one that is harmless to run again (listing tools, asking the model,
-  checking arguments, fitting answers; a tool call replays its idempotency record);
+- in a turn graph's run with ``sync`` durability (``hold_saves``) the checkpoints of its steps
+  wait too, until the run acts on the world: its nodes save what waits before a round of tool
+  calls or decisions (``settle_run``), so nothing a run does can outlive the state that asked
+  for it, and a step lost in a crash is one that is harmless to run again (listing tools,
+  asking the model, checking arguments, fitting answers; a tool call replays its idempotency
+  record). A run's input waits only for its first step (one transaction: the message is in
+  the thread before the model is asked), and a checkpoint that is no step's (a state update)
+  is saved at once;
 - writes LangGraph reads back when a run stops (an interrupt, an error, a resume value) are saved
   at once, with everything before them; the run's own reads of its thread save first; and
   whatever still waits when the run ends is saved then (``flush``), before the lease is given
@@ -39,14 +42,15 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
+from turnkit.errors import LeaseLost
 from turnkit.graph.held import Held, Save, awrite, next_config, write
-from turnkit.registry.ledger.leases import LocalLeases
-from turnkit.turn.leases import HOLD_KEY, Leases, afence_run, fence_run, own_lease
+from turnkit.registry.ledger.leases import Lease, LocalLeases
+from turnkit.turn.leases import Leases, afence_run, fence_run, held_saves, own_lease
 
 __all__ = ["HOLD_LIMIT", "FencedSaver", "InProcessSaver", "durable", "fenced"]
 
 HOLD_LIMIT = 64
-"""Saves a run holds back at most: the 64th is written with the rest at once (a run that goes
+"""Saves a run holds back before a checkpoint is written with them at once (a run that goes
 round many times without acting is saved every ~30 steps)."""
 
 _LOCAL: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], LocalLeases] = (
@@ -79,6 +83,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         self.saver = saver
         self.leases = leases
         self._held = Held()
+        self._begun: weakref.WeakSet[Lease] = weakref.WeakSet()  # runs whose first step is saved
 
     @property
     def serde(self) -> Any:
@@ -93,7 +98,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.config_specs
 
     def __getattr__(self, name: str) -> Any:  # a saver's own extras (``setup``, ``conn``, ...)
-        if name in ("saver", "leases", "_held"):  # not set yet (copying): no endless recursion
+        if name in ("saver", "leases", "_held", "_begun"):  # not set yet (copying): no recursion
             raise AttributeError(name)
         return getattr(self.saver, name)
 
@@ -102,7 +107,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         if saver is self.saver:
             return self
         clone = type(self)(saver, self.leases)
-        clone._held = self._held  # one run, one list of held saves
+        clone._held, clone._begun = self._held, self._begun  # one run, one list of held saves
         return clone
 
     # --- writes: fenced, and held back while the run may wait ---------------------------------
@@ -116,7 +121,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         fence_run(config)
         save: Save = ("put", (config, checkpoint, metadata, new_versions))
-        if self._holds(config, "batched", checkpoint=True):
+        if self._holds(config, "batched", step=metadata):
             if self._held.add(_thread_of(config), save) >= HOLD_LIMIT:
                 self.flush(_thread_of(config))
             return next_config(config, checkpoint)
@@ -145,7 +150,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         await afence_run(config)
         save: Save = ("put", (config, checkpoint, metadata, new_versions))
-        if self._holds(config, "abatched", checkpoint=True):
+        if self._holds(config, "abatched", step=metadata):
             if self._held.add(_thread_of(config), save) >= HOLD_LIMIT:
                 await self.aflush(_thread_of(config))
             return next_config(config, checkpoint)
@@ -165,16 +170,25 @@ class FencedSaver(BaseCheckpointSaver[Any]):
             return
         await self._asave(_thread_of(config), save)
 
+    @property
+    def can_hold(self) -> bool:
+        """Whether runs may hold their saves back here: the saver writes several in one
+        transaction (``batched``/``abatched``: ``turnkit.storage``'s SQLite and PostgreSQL)."""
+        return hasattr(self.saver, "batched") or hasattr(self.saver, "abatched")
+
     def flush(self, thread_id: str) -> None:
         """Save what ``thread_id``'s run holds back, in order and in one transaction: before
         the run acts (``turnkit.turn.leases.settle_run``), stops, or ends. When saving fails,
-        the saves stay held, in order, for the next flush (``forget`` drops them)."""
+        the saves stay held, in order, for the next flush (``forget`` drops them); when the run
+        has lost its lease, they are dropped (the thread is another run's now)."""
         held = self._held.take(thread_id)
         if not held:
             return
-        fence_run(held[-1][1][0])
         try:
+            fence_run(held[-1][1][0])
             write(self.saver, held)
+        except LeaseLost:
+            raise
         except BaseException:
             self._held.put_back(thread_id, held)
             raise
@@ -184,9 +198,11 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         held = self._held.take(thread_id)
         if not held:
             return
-        await afence_run(held[-1][1][0])
         try:
+            await afence_run(held[-1][1][0])
             await awrite(self.saver, held)
+        except LeaseLost:
+            raise
         except BaseException:
             self._held.put_back(thread_id, held)
             raise
@@ -202,19 +218,27 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         batched: str,
         *,
         writes: Sequence[tuple[str, Any]] = (),
-        checkpoint: bool = False,
+        step: CheckpointMetadata | None = None,
     ) -> bool:
         """Whether this save may wait: a leased run's (its end saves it) on a saver that batches,
         not to a channel of LangGraph's own (``__interrupt__``, ``__error__``, ``__resume__``...:
         a stopped run is resumed from those). A checkpoint waits only in a run whose nodes save
-        what waits before they act (``HOLD_KEY``: the turn graph's); else it is saved, with the
-        task writes before it."""
-        return (
-            hasattr(self.saver, batched)
-            and own_lease(config) is not None
-            and not any(channel.startswith("__") for channel, _ in writes)
-            and (not checkpoint or HOLD_KEY in (config.get("configurable") or {}))
-        )
+        what waits before they act (``hold_saves``: the turn graph's, with ``sync`` durability),
+        and only its input or a step's after its first: the first step's is saved at once, with
+        the input, so the input is in the thread before anything is asked of the model. Any
+        other checkpoint (a state update) is saved at once, with the task writes before it."""
+        lease = own_lease(config)
+        if lease is None or not hasattr(self.saver, batched):
+            return False
+        if step is None:
+            return not any(channel.startswith("__") for channel, _ in writes)
+        source = step.get("source")
+        if held_saves(lease) is None or source not in ("input", "loop"):
+            return False
+        if source == "loop" and lease not in self._begun:
+            self._begun.add(lease)  # the run's first step: saved now, with its input
+            return False
+        return True
 
     def _save(self, thread_id: str, save: Save) -> Any:
         """``save`` now, after what the thread's run held back, in one transaction."""
@@ -262,8 +286,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         self.saver.delete_for_runs(run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.flush(str(source_thread_id))
-        self.saver.copy_thread(source_thread_id, target_thread_id)
+        self.saver.copy_thread(source_thread_id, target_thread_id)  # as saved (another reader)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.saver.prune(thread_ids, strategy=strategy)
@@ -305,7 +328,6 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         await self.saver.adelete_for_runs(run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.aflush(str(source_thread_id))
         await self.saver.acopy_thread(source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:

@@ -1,5 +1,6 @@
 """The saves a leased run's checkpointer holds back, and how they are written: in order, in one
-batch (docs/architecture.md §6, "Saves held until the run acts").
+batch (docs/architecture.md §6, "Saves held until the run acts"): one transaction for a crash or
+a database error (a Python error in the middle may leave its first part committed).
 
 A save is one call LangGraph made to the checkpointer: a checkpoint (``put``) or a task's writes
 (``put_writes``). ``FencedSaver`` keeps them per thread, in the order they came, and writes them
@@ -65,8 +66,8 @@ def next_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfi
     """What LangGraph's savers' ``put`` returns for ``checkpoint``: the config that names it.
 
     A held checkpoint is written later, so ``put`` answers this at once (only
-    ``update_state`` uses the answer; ``tests/test_batched_saves.py`` compares it with the
-    saver's own)."""
+    ``update_state`` uses the answer; ``tests/test_held_checkpoints.py`` holds it to the saved
+    state's config)."""
     configurable = config["configurable"]
     return {
         "configurable": {

@@ -21,17 +21,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateUpdate
 
+from turnkit._compat import CONFIG_KEY_DURABILITY
 from turnkit.graph.fenced import FencedSaver, fenced
 from turnkit.registry.ledger.leases import Lease
-from turnkit.turn.leases import (
-    HOLD_KEY,
-    LEASE_KEY,
-    Leases,
-    agive_back,
-    atake,
-    give_back,
-    take,
-)
+from turnkit.turn.leases import LEASE_KEY, Leases, agive_back, atake, give_back, hold_saves, take
 
 __all__ = ["BUSY_TIMEOUT_KEY", "TurnGraph"]
 
@@ -57,8 +50,10 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         self.thread_leases = thread_leases
         self.holds_checkpoints = holds_checkpoints
         """Whether a run's checkpoints may wait until it acts: only for a graph whose nodes save
-        them first (``settle_run``), as the turn graph's do; any other graph's are saved at each
-        step (their task writes still wait for the checkpoint that follows them)."""
+        them first (``settle_run``), as the turn graph's do, and only with ``sync`` durability
+        (LangGraph then hands each step's checkpoint over before the next step starts, so what
+        asked for an act is held, and saved, when the act settles); any other graph's are saved
+        at each step (their task writes still wait for the checkpoint that follows them)."""
 
     def _thread(self, config: RunnableConfig | None) -> tuple[Leases, str, float] | None:
         """The leases, thread and wait of a run with ``config``; None when it needs no lease."""
@@ -84,7 +79,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return super().invoke(input, config, **kwargs)
         lease = take(*thread)  # held around the whole call: its stream needs no wrapper
         try:
-            return super().invoke(input, self._with(config, lease), **kwargs)
+            return super().invoke(input, self._with(config, lease, kwargs), **kwargs)
         finally:
             self._end(lease)
 
@@ -94,7 +89,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return await super().ainvoke(input, config, **kwargs)
         lease = await atake(*thread)
         try:
-            return await super().ainvoke(input, self._with(config, lease), **kwargs)
+            return await super().ainvoke(input, self._with(config, lease, kwargs), **kwargs)
         finally:
             await self._aend(lease)
 
@@ -109,7 +104,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
     ) -> Iterator[Any]:
         lease = take(*thread)
         try:
-            yield from super().stream(input, self._with(config, lease), **kwargs)
+            yield from super().stream(input, self._with(config, lease, kwargs), **kwargs)
         finally:
             self._end(lease)
 
@@ -124,19 +119,22 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
     ) -> AsyncIterator[Any]:
         lease = await atake(*thread)
         try:
-            async for chunk in super().astream(input, self._with(config, lease), **kwargs):
+            async for chunk in super().astream(input, self._with(config, lease, kwargs), **kwargs):
                 yield chunk
         finally:
             await self._aend(lease)
 
-    def _with(self, config: Any, lease: Lease) -> RunnableConfig:
-        """The run's config with its lease and, when its checkpoints may wait, its saver."""
-        config = dict(config or {})
-        added: dict[str, Any] = {LEASE_KEY: lease}
-        if self.holds_checkpoints:
-            added[HOLD_KEY] = self.checkpointer
-        config["configurable"] = {**(config.get("configurable") or {}), **added}
-        return config
+    def _with(self, config: Any, lease: Lease, options: dict[str, Any]) -> RunnableConfig:
+        """The run's config with its lease. A run of a graph that holds checkpoints, with
+        ``sync`` durability (``options``' own, else its configs'), holds them in its saver."""
+        leased = _with_lease(config, lease)
+        saver = self.checkpointer
+        if self.holds_checkpoints and isinstance(saver, FencedSaver) and saver.can_hold:
+            configurable = {**(self.config or {}).get("configurable", {}), **leased["configurable"]}
+            durability = options.get("durability") or configurable.get(CONFIG_KEY_DURABILITY)
+            if durability == "sync":
+                hold_saves(lease, saver)
+        return leased
 
     def _end(self, lease: Lease) -> None:
         """End a run's hold: save what it still holds back (``FencedSaver.flush``; if that
@@ -171,7 +169,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return super().bulk_update_state(config, supersteps)
         lease = take(*thread)
         try:
-            return _without(super().bulk_update_state(self._with(config, lease), supersteps))
+            return _without(super().bulk_update_state(_with_lease(config, lease), supersteps))
         finally:
             self._end(lease)
 
@@ -183,13 +181,20 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return await super().abulk_update_state(config, supersteps)
         lease = await atake(*thread)
         try:
-            return _without(await super().abulk_update_state(self._with(config, lease), supersteps))
+            return _without(
+                await super().abulk_update_state(_with_lease(config, lease), supersteps)
+            )
         finally:
             await self._aend(lease)
+
+
+def _with_lease(config: Any, lease: Lease) -> RunnableConfig:
+    config = dict(config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), LEASE_KEY: lease}
+    return config
 
 
 def _without(config: RunnableConfig) -> RunnableConfig:
     configurable = dict(config.get("configurable") or {})
     configurable.pop(LEASE_KEY, None)
-    configurable.pop(HOLD_KEY, None)
     return {**config, "configurable": configurable}

@@ -50,7 +50,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     problems: dict[str, str] = {}
     decisions = ask_decisions(pending, held, bound)
     if decisions:
-        settle_run(get_config())  # saved first; a run that lost its thread applies none
+        settle_run(get_config())  # the rule before acting (the resume saved it all already)
     for cid, decision in decisions.items():
         answer = executor.confirm(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, executor.confirmation(cid), done, problems)
@@ -71,7 +71,7 @@ async def aawait_confirmation(
     problems: dict[str, str] = {}
     decisions = ask_decisions(pending, held, bound)
     if decisions:
-        await asettle_run(get_config())  # saved first; a run that lost its thread applies none
+        await asettle_run(get_config())  # as above
     for cid, decision in decisions.items():
         answer = await executor.aconfirm(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)

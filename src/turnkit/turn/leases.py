@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -19,7 +20,6 @@ from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.registry.ledger.leases import Lease, LocalLeases, ThreadLeases
 
 __all__ = [
-    "HOLD_KEY",
     "LEASE_KEY",
     "HeldSaves",
     "afence_run",
@@ -29,6 +29,8 @@ __all__ = [
     "fence",
     "fence_run",
     "give_back",
+    "held_saves",
+    "hold_saves",
     "lease_of",
     "own_lease",
     "settle_run",
@@ -37,9 +39,6 @@ __all__ = [
 
 LEASE_KEY = "__turnkit_lease"
 """The run config's key for the run's ``Lease`` (``__``: LangGraph keeps it out of metadata)."""
-HOLD_KEY = "__turnkit_held"
-"""The run config's key for the checkpointer that holds the run's checkpoints back until the run
-acts (``HeldSaves``): set by the turn graph, whose nodes ``settle_run`` before they act."""
 
 
 class HeldSaves(Protocol):
@@ -101,16 +100,30 @@ async def afence_run(config: Mapping[str, Any] | None) -> None:
         await asyncio.to_thread(fence, lease)
 
 
+_HELD: weakref.WeakKeyDictionary[Lease, HeldSaves] = weakref.WeakKeyDictionary()
+
+
+def hold_saves(lease: Lease, saves: HeldSaves) -> None:
+    """Let ``lease``'s run hold its checkpoints back in ``saves`` until it acts: for a run whose
+    nodes settle before they act (the turn graph's, with ``sync`` durability)."""
+    _HELD[lease] = saves
+
+
+def held_saves(lease: Lease | None) -> HeldSaves | None:
+    """Where ``lease``'s run holds its checkpoints back, if it does."""
+    return None if lease is None else _HELD.get(lease)
+
+
 def settle_run(config: Mapping[str, Any] | None) -> None:
     """Before a run acts on the world (a round of tool calls, a person's decisions): ``fence_run``,
-    and save what its checkpointer holds back (``HOLD_KEY``), so that the state that asked for
+    and save what its checkpointer holds back (``hold_saves``), so that the state that asked for
     the act is durable before the act, and a crash can only lose steps that are harmless to run
     again."""
     lease = lease_of(config)
     if lease is None:
         return
     fence(lease)
-    saves = _held_saves(config)
+    saves = held_saves(lease)
     if saves is not None:
         saves.flush(lease.thread_id)
 
@@ -121,14 +134,9 @@ async def asettle_run(config: Mapping[str, Any] | None) -> None:
     if lease is None:
         return
     await afence_run(config)
-    saves = _held_saves(config)
+    saves = held_saves(lease)
     if saves is not None:
         await saves.aflush(lease.thread_id)
-
-
-def _held_saves(config: Mapping[str, Any] | None) -> HeldSaves | None:
-    saves = ((config or {}).get("configurable") or {}).get(HOLD_KEY)
-    return saves if saves is not None else None
 
 
 def _busy(leases: Leases, thread_id: str, wait: float) -> ThreadBusy:
