@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -222,7 +223,12 @@ async def test_a_run_cancelled_while_its_sync_handler_waits_in_the_pool_still_ru
     control = {"idempotency_key": "k"}
     second = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "second"},
                                                    control))  # fmt: skip
-    await asyncio.sleep(0.05)  # the second's handler waits for the pool's one thread
+    pool = executor._env.handler_pool
+    for _ in range(500):  # until the second's handler waits for the pool's one thread
+        if pool._work_queue.qsize():
+            break
+        await asyncio.sleep(0.01)
+    assert pool._work_queue.qsize() == 1
     second.cancel()
     with pytest.raises(asyncio.CancelledError):
         await second
@@ -252,3 +258,92 @@ async def test_a_call_whose_handler_cannot_be_handed_over_releases_its_key(any_l
         executor.execute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
     assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
     executor.close()
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+async def test_a_handler_failing_after_its_run_stopped_waiting_is_reported_once(any_ledger, how):
+    """A sync handler that fails after its run timed out (or was cancelled) is recorded by the
+    steps; asyncio does not report it again as an exception nobody retrieved."""
+    import gc
+
+    from turnkit import Settings
+
+    reported: list[str] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda loop, context: reported.append(context["message"]))
+    done = threading.Event()
+
+    def late(input: dict, ctx: Any) -> dict:
+        try:
+            time.sleep(0.3)
+            raise RuntimeError("the upstream call failed late")
+        finally:
+            done.set()
+
+    class Late(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": late}]
+
+    executor = Executor(Registry([Late()]), ledger=any_ledger, permissions=lambda c: {"lab.view"},
+                        settings=Settings(handler_timeout=0.1))  # fmt: skip
+    call = executor.aexecute(Caller.session("alice"), "lab.get_thing", {})
+    if how == "timeout":
+        assert (await call)["error"]["code"] == "timeout"
+    else:
+        task = asyncio.create_task(call)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert await asyncio.to_thread(done.wait, 5)
+    for _ in range(3):
+        await asyncio.sleep(0.05)
+        gc.collect()
+    executor.close()
+    assert reported == []
+
+
+async def test_a_handler_the_closing_executor_drops_unrun_releases_its_key(any_ledger):
+    """The run was cancelled while its handler waited in the pool, then the executor closed
+    (dropping what was queued): the handler never ran, so its key is released and no failure is
+    recorded for it."""
+    ledger = any_ledger
+    busy, go_on = threading.Event(), threading.Event()
+
+    def handler(input: dict, ctx: Any) -> dict:
+        if input.get("who") == "first":
+            busy.set()
+            go_on.wait(5)
+        return {"thing": 1}
+
+    schema = {"type": "object", "properties": {"who": {"type": "string"}}}
+
+    class Two(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": handler, "input_schema": schema}]
+
+    executor = Executor(Registry([Two()]), ledger=ledger, permissions=lambda c: {"lab.view"},
+                        handler_threads=1)  # fmt: skip
+    alice = Caller.session("alice")
+    first = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "first"}))
+    assert await asyncio.to_thread(busy.wait, 5)
+    second = asyncio.create_task(
+        executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
+    )
+    pool = executor._env.handler_pool
+    for _ in range(500):
+        if pool._work_queue.qsize():
+            break
+        await asyncio.sleep(0.01)
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    executor.close()  # drops the queued handler
+    go_on.set()
+    await first
+    for _ in range(100):
+        if ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None:
+            break
+        await asyncio.sleep(0.05)
+    assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
+    assert [row["status"] for row in ledger.audit_rows()] == ["ok"]  # the first's alone

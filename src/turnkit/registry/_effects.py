@@ -346,10 +346,18 @@ def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
     except Exception as exc:  # the handler's failure becomes an answer
         if not future.done():  # the wait timed out; the handler's own TimeoutError is an error
             return HandlerOutcome("timeout")
+        if future.cancelled():
+            raise _never_ran() from exc
         if _bubbles(exc):
             raise
         return HandlerOutcome("error", exc)
     return HandlerOutcome("ok", value)
+
+
+def _never_ran() -> Cancelled:
+    """For steps whose handler the pool dropped unrun (the executor was closed meanwhile): they
+    clean up as cancelled (a key released), not record a failure of code that never ran."""
+    return Cancelled("the executor was closed before the handler ran; it did not run")
 
 
 async def _run_async(effect: RunHandler) -> HandlerOutcome:
@@ -364,15 +372,18 @@ async def _run_async(effect: RunHandler) -> HandlerOutcome:
 
 async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) -> HandlerOutcome:
     """A sync handler run from the loop in the handler pool, under its timeout. A handler is
-    never stopped, nor kept from starting, by what happens to its awaiting run: cancelled
-    meanwhile, the run goes, and a thread of its own waits for the handler's outcome and runs
-    ``steps`` on to record it (audit, idempotency), as ``_advance`` does for a call in a worker
-    thread."""
+    never stopped, nor kept from starting, by what happens to its awaiting run (as on the sync
+    path: a handler still queued at its timeout runs later, which its answer warns of):
+    cancelled meanwhile, the run goes, and a thread of its own waits for the handler's outcome
+    and runs ``steps`` on to record it (audit, idempotency), as ``_advance`` does for a call in
+    a worker thread."""
     deadline = time.monotonic() + effect.timeout
     future = env.handler_pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
+    outcome = asyncio.wrap_future(future)
+    outcome.add_done_callback(_retrieved)  # read even when nobody awaits it any more
     try:
         async with asyncio.timeout(effect.timeout):
-            return await _guarded(asyncio.shield(asyncio.wrap_future(future)))
+            return await _guarded(asyncio.shield(outcome))
     except TimeoutError:  # only the timeout's: _guarded turns the handler's own into an error
         return HandlerOutcome("timeout")
     except asyncio.CancelledError:
@@ -385,12 +396,24 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
         raise
 
 
+def _retrieved(outcome: asyncio.Future[Any]) -> None:
+    """Mark a handler's failure as seen: its run may have stopped waiting for it (a timeout, a
+    cancellation), and the failure is recorded by the steps, not reported by asyncio again."""
+    if not outcome.cancelled():
+        outcome.exception()
+
+
 def _record_after(steps: Steps[Any], env: Environment, future: Any, deadline: float) -> None:
     """In its own thread: the outcome of a handler whose run was cancelled, given to ``steps``,
-    which record it (their answer goes nowhere: nobody awaits it)."""
+    which record it (their answer goes nowhere: nobody awaits it). A handler that never ran (the
+    executor closed with it still queued) is no outcome: the steps clean up as cancelled (its key
+    released, nothing audited as run)."""
     try:
         outcome = HandlerOutcome("ok", future.result(max(0.0, deadline - time.monotonic())))
-    except Exception as exc:  # the handler's failure, or the wait's timeout
+    except Exception as exc:  # the handler's failure, the wait's timeout, or never run at all
+        if future.cancelled():
+            _unwind(steps, env, _never_ran())
+            return
         outcome = HandlerOutcome("error", exc) if future.done() else HandlerOutcome("timeout")
     try:
         drive(steps, env, outcome)
