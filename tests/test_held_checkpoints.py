@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import warnings
 from collections.abc import Iterator
 from typing import Any, TypedDict
 
@@ -149,11 +150,13 @@ def test_a_turn_commits_its_checkpoints_in_three_transactions(tmp_path):
         assert commits[0] == 3
 
 
-@pytest.mark.parametrize("durability", ["async", "exit"])
+@pytest.mark.parametrize("durability", ["async", "exit", "checkpoint_during"])
 def test_a_run_with_another_durability_holds_no_checkpoint_back(tmp_path, durability):
     """Only ``sync`` durability hands LangGraph's checkpoints over before the next step starts,
     so only there can they wait for the run to act; with ``async`` each is saved as LangGraph
-    saves it (with the task writes before it), and ``exit`` saves once, at the end."""
+    saves it (with the task writes before it), and ``exit`` saves at the end: the input, then
+    the rest (held, it would be one). LangGraph's deprecated ``checkpoint_during=True`` is
+    ``async``."""
     path = str(tmp_path / "durability.sqlite")
     with open_storage(path) as storage:
         graph = probing_graph(storage, path, [])
@@ -161,10 +164,13 @@ def test_a_run_with_another_durability_holds_no_checkpoint_back(tmp_path, durabi
         storage.checkpointer.conn.set_trace_callback(
             lambda sql: commits.__setitem__(0, commits[0] + (sql == "COMMIT"))
         )
-        graph.invoke(
-            {"messages": [HumanMessage("look")]}, THREAD, context=ALICE, durability=durability
-        )
-        assert commits[0] >= 7 if durability == "async" else commits[0] <= 2
+        options: dict[str, Any] = {"durability": durability}
+        if durability == "checkpoint_during":
+            options = {"checkpoint_during": True}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # checkpoint_during's deprecation
+            graph.invoke({"messages": [HumanMessage("look")]}, THREAD, context=ALICE, **options)
+        assert commits[0] == 2 if durability == "exit" else commits[0] >= 7
         assert len(saved_messages(path)) == 4
 
 

@@ -132,6 +132,9 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         if self.holds_checkpoints and isinstance(saver, FencedSaver) and saver.can_hold:
             configurable = {**(self.config or {}).get("configurable", {}), **leased["configurable"]}
             durability = options.get("durability") or configurable.get(CONFIG_KEY_DURABILITY)
+            during = options.get("checkpoint_during")  # LangGraph's deprecated spelling of it
+            if during is not None and options.get("durability") is None:
+                durability = "async" if during else "exit"
             if durability == "sync":
                 hold_saves(lease, saver)
         return leased
