@@ -389,3 +389,18 @@ def test_a_closed_ledger_in_memory_refuses_every_call():
     ):
         with pytest.raises(sqlite3.ProgrammingError):
             call()
+
+
+def test_a_ledger_in_memory_drops_an_audit_batch_the_table_refuses_and_goes_on(caplog):
+    """A batch is inserted in one transaction: a row the table refuses fails the batch, which
+    is dropped (logged), never half-inserted nor tried again forever."""
+    from turnkit.registry.ledger import MemoryLedger
+
+    ledger = MemoryLedger()
+    ledger.audit(at=1.0, caller="c", tool="demo.first", status="ok", code=None, duration_ms=1.0)
+    ledger._append_audit(("bad-row", 2.0, None, "demo.bad", "ok", None, 1.0, None, None))
+    with pytest.raises(sqlite3.IntegrityError):
+        ledger.audit_rows()
+    assert "2 audit rows could not be inserted" in caplog.text
+    ledger.audit(at=3.0, caller="c", tool="demo.after", status="ok", code=None, duration_ms=1.0)
+    assert [row["tool"] for row in ledger.audit_rows()] == ["demo.after"]

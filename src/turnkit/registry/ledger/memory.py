@@ -9,13 +9,15 @@ Since every statement comes through this object, three things cost less than a s
 call, with the same answers: the operator's settings are remembered until a statement writes
 them; rate-limit usage is counted in a dict (``charge``/``usage``, under the lock: the same
 check-and-add as the SQL's one conditional upsert); and audit rows wait in a list until a
-statement reads the audit (or 64 of them wait) and are inserted together. A crash loses them
-with everything else this ledger holds.
+statement reads the audit (or 64 of them wait) and are inserted together, in one transaction
+(a batch the table refuses is dropped and logged). A crash loses them with everything else
+this ledger holds.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -24,6 +26,8 @@ from typing import Any
 from turnkit.registry.ledger.base import AUDIT_SQL, Ledger, overrides_of
 
 __all__ = ["MemoryLedger"]
+
+log = logging.getLogger("turnkit.ledger")
 
 AUDIT_BATCH = 64
 """Audit rows that wait at most before they are inserted."""
@@ -108,9 +112,19 @@ class MemoryLedger(Ledger):
                 self._insert_audit()
 
     def _insert_audit(self) -> None:
-        """Under the lock: insert the waiting rows (kept, if that fails, for the next try)."""
-        self._conn.executemany(AUDIT_SQL, self._audit)
-        self._audit = []
+        """Under the lock: insert the waiting rows in one transaction. If that fails (a row the
+        table refuses), none is inserted and the batch is dropped, logged: one bad row must not
+        stop every later call, as it would if it were tried again forever."""
+        rows, self._audit = self._audit, []
+        try:
+            self._conn.execute("BEGIN")
+            self._conn.executemany(AUDIT_SQL, rows)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            log.error("%d audit rows could not be inserted and are lost", len(rows))
+            raise
 
     def close(self) -> None:
         """Forget everything (statements after this raise ``sqlite3.ProgrammingError``)."""
