@@ -5,7 +5,8 @@ a database error (a Python error in the middle may leave its first part committe
 A save is one call LangGraph made to the checkpointer: a checkpoint (``put``) or a task's writes
 (``put_writes``). ``FencedSaver`` keeps them per thread, in the order they came, and writes them
 together when the run must be durable: before it acts on the world, when it stops, when it
-reads its own thread, and when it ends.
+reads its own thread, and when it ends. A save is serialized when it is written, not when it is
+held: what LangGraph changes in place meanwhile (an input message's id) is in it.
 """
 
 from __future__ import annotations
