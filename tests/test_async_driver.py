@@ -194,55 +194,72 @@ async def test_a_run_cancelled_while_its_sync_handler_runs_still_records_the_out
     assert runs == [1]
 
 
+class _Queued:
+    """An executor with one handler thread, held busy by a first call until ``release()``; a
+    second call made with ``queue`` waits in the pool's queue behind it."""
+
+    def __init__(self, ledger: Any) -> None:
+        self.busy, self.go_on = threading.Event(), threading.Event()
+        self.runs: list[str] = []
+        handler, schema = (
+            self._handler,
+            {"type": "object", "properties": {"who": {"type": "string"}}},
+        )
+
+        class Two(_Module):
+            def api_tools(self) -> list[dict[str, Any]]:
+                return [{**super().api_tools()[0], "handler": handler, "input_schema": schema}]
+
+        self.executor = Executor(
+            Registry([Two()]), ledger=ledger, permissions=lambda c: {"lab.view"}, handler_threads=1
+        )
+        self.alice = Caller.session("alice")
+        self.first: asyncio.Task[Any] | None = None
+
+    def _handler(self, input: dict, ctx: Any) -> dict:
+        self.runs.append(input.get("who", "?"))
+        if input.get("who") == "first":
+            self.busy.set()
+            self.go_on.wait(5)
+        return {"thing": input.get("who")}
+
+    async def queue(self, input: dict, control: dict) -> asyncio.Task[Any]:
+        """Start the first call, then the second; the second's task once its handler waits."""
+        call = self.executor.aexecute
+        self.first = asyncio.create_task(call(self.alice, "lab.get_thing", {"who": "first"}))
+        assert await asyncio.to_thread(self.busy.wait, 5)
+        second = asyncio.create_task(call(self.alice, "lab.get_thing", input, control))
+        pool = self.executor._env.handler_pool
+        for _ in range(500):  # until the second's handler waits for the pool's one thread
+            if pool._work_queue.qsize():
+                break
+            await asyncio.sleep(0.01)
+        assert pool._work_queue.qsize() == 1
+        return second
+
+
 async def test_a_run_cancelled_while_its_sync_handler_waits_in_the_pool_still_runs_it(any_ledger):
     """The pool is busy: the call's handler waits its turn. The run awaiting it is cancelled
     meanwhile, but the handler still runs when the pool frees (as a handler started is never
     stopped, one handed over is never kept from starting), and its outcome is recorded."""
-    ledger = any_ledger
-    busy, go_on = threading.Event(), threading.Event()
-    runs: list[str] = []
-
-    def handler(input: dict, ctx: Any) -> dict:
-        runs.append(input["who"])
-        if input["who"] == "first":
-            busy.set()
-            go_on.wait(5)
-        return {"thing": input["who"]}
-
-    schema = {"type": "object", "properties": {"who": {"type": "string"}}}
-
-    class Two(_Module):
-        def api_tools(self) -> list[dict[str, Any]]:
-            return [{**super().api_tools()[0], "handler": handler, "input_schema": schema}]
-
-    executor = Executor(Registry([Two()]), ledger=ledger, permissions=lambda c: {"lab.view"},
-                        handler_threads=1)  # fmt: skip
-    alice = Caller.session("alice")
-    first = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "first"}))
-    assert await asyncio.to_thread(busy.wait, 5)
-    control = {"idempotency_key": "k"}
-    second = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "second"},
-                                                   control))  # fmt: skip
-    pool = executor._env.handler_pool
-    for _ in range(500):  # until the second's handler waits for the pool's one thread
-        if pool._work_queue.qsize():
-            break
-        await asyncio.sleep(0.01)
-    assert pool._work_queue.qsize() == 1
+    ledger, queued, control = any_ledger, _Queued(any_ledger), {"idempotency_key": "k"}
+    second = await queued.queue({"who": "second"}, control)
     second.cancel()
     with pytest.raises(asyncio.CancelledError):
         await second
-    go_on.set()
-    assert (await first)["result"] == {"thing": "first"}
+    queued.go_on.set()
+    assert queued.first is not None
+    assert (await queued.first)["result"] == {"thing": "first"}
     for _ in range(100):  # the outcome is recorded on its own
         if len(ledger.audit_rows()) == 2:
             break
         await asyncio.sleep(0.05)
     assert sorted(row["status"] for row in ledger.audit_rows()) == ["ok", "ok"]
-    again = await executor.aexecute(alice, "lab.get_thing", {"who": "second"}, control)
-    executor.close()
+    again = await queued.executor.aexecute(queued.alice, "lab.get_thing", {"who": "second"},
+                                           control)  # fmt: skip
+    queued.executor.close()
     assert (again["result"], again.get("replayed")) == ({"thing": "second"}, True)
-    assert runs == ["first", "second"]
+    assert queued.runs == ["first", "second"]
 
 
 async def test_a_call_whose_handler_cannot_be_handed_over_releases_its_key(any_ledger):
@@ -307,43 +324,20 @@ async def test_a_handler_the_closing_executor_drops_unrun_releases_its_key(any_l
     """The run was cancelled while its handler waited in the pool, then the executor closed
     (dropping what was queued): the handler never ran, so its key is released and no failure is
     recorded for it."""
-    ledger = any_ledger
-    busy, go_on = threading.Event(), threading.Event()
-
-    def handler(input: dict, ctx: Any) -> dict:
-        if input.get("who") == "first":
-            busy.set()
-            go_on.wait(5)
-        return {"thing": 1}
-
-    schema = {"type": "object", "properties": {"who": {"type": "string"}}}
-
-    class Two(_Module):
-        def api_tools(self) -> list[dict[str, Any]]:
-            return [{**super().api_tools()[0], "handler": handler, "input_schema": schema}]
-
-    executor = Executor(Registry([Two()]), ledger=ledger, permissions=lambda c: {"lab.view"},
-                        handler_threads=1)  # fmt: skip
-    alice = Caller.session("alice")
-    first = asyncio.create_task(executor.aexecute(alice, "lab.get_thing", {"who": "first"}))
-    assert await asyncio.to_thread(busy.wait, 5)
-    second = asyncio.create_task(
-        executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
-    )
-    pool = executor._env.handler_pool
-    for _ in range(500):
-        if pool._work_queue.qsize():
-            break
-        await asyncio.sleep(0.01)
+    ledger, queued = any_ledger, _Queued(any_ledger)
+    second = await queued.queue({}, {"idempotency_key": "k"})
     second.cancel()
     with pytest.raises(asyncio.CancelledError):
         await second
-    executor.close()  # drops the queued handler
-    go_on.set()
-    await first
+    queued.executor.close()  # drops the queued handler
+    queued.go_on.set()
+    assert queued.first is not None
+    await queued.first
+    identity = queued.alice.identity
     for _ in range(100):
-        if ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None:
+        if ledger.get_idempotency(identity, "lab.get_thing", "k") is None:
             break
         await asyncio.sleep(0.05)
-    assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
+    assert ledger.get_idempotency(identity, "lab.get_thing", "k") is None
     assert [row["status"] for row in ledger.audit_rows()] == ["ok"]  # the first's alone
+    assert queued.runs == ["first"]

@@ -142,12 +142,18 @@ def test_a_turn_commits_its_checkpoints_in_three_transactions(tmp_path):
     path = str(tmp_path / "commits.sqlite")
     with open_storage(path) as storage:
         graph = probing_graph(storage, path, [])
-        commits = [0]
-        storage.checkpointer.conn.set_trace_callback(
-            lambda sql: commits.__setitem__(0, commits[0] + (sql == "COMMIT"))
-        )
+        commits = commits_of(storage)
         graph.invoke({"messages": [HumanMessage("look")]}, THREAD, context=ALICE)
         assert commits[0] == 3
+
+
+def commits_of(storage: Any) -> list[int]:
+    """A counter of the commits on the storage's SQLite saver connection, from now on."""
+    commits = [0]
+    storage.checkpointer.conn.set_trace_callback(
+        lambda sql: commits.__setitem__(0, commits[0] + (sql == "COMMIT"))
+    )
+    return commits
 
 
 @pytest.mark.parametrize("durability", ["async", "exit", "checkpoint_during"])
@@ -160,10 +166,7 @@ def test_a_run_with_another_durability_holds_no_checkpoint_back(tmp_path, durabi
     path = str(tmp_path / "durability.sqlite")
     with open_storage(path) as storage:
         graph = probing_graph(storage, path, [])
-        commits = [0]
-        storage.checkpointer.conn.set_trace_callback(
-            lambda sql: commits.__setitem__(0, commits[0] + (sql == "COMMIT"))
-        )
+        commits = commits_of(storage)
         options: dict[str, Any] = {"durability": durability}
         if durability == "checkpoint_during":
             options = {"checkpoint_during": True}
