@@ -98,17 +98,16 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     executor = bound.executor
     settings, turn = await bound.aturn_settings(state)
     await asettle_run(get_config())
-
-    def run(call: PendingCall) -> Any:
+    runs = []  # a loop, not a closure: this frame lives across the handlers' awaits, and a
+    for call in calls:  # closure would keep its locals as cells for the collector to walk
         control = _control(runtime, call, bound)
-        return executor.aexecute(
-            caller, call["tool"], call["args"], control, allow=allow, settings=settings
+        runs.append(
+            executor.aexecute(
+                caller, call["tool"], call["args"], control, allow=allow, settings=settings
+            )
         )
-
-    if len(calls) == 1:  # awaited here: a task of its own would cost a turn of the loop
-        results = [await run(calls[0])]
-    else:
-        results = list(await asyncio.gather(*(run(call) for call in calls)))
+    # one call is awaited here: a task of its own would cost a turn of the loop
+    results = [await runs[0]] if len(runs) == 1 else list(await asyncio.gather(*runs))
     return _answers(state, calls, results, turn.agent_tool_result_chars)
 
 

@@ -3,7 +3,8 @@
 The execute and confirm pipelines are generators that ``yield`` an effect whenever they need the
 outside world — the ledger, the permission provider, a handler, a pause — and receive its result.
 A ledger effect carries the call itself, ``OnLedger(lambda ledger: ledger.charge(...))``, so
-go-to-definition, renames and the type checker follow every ledger call (no dispatch by name).
+go-to-definition, renames and the type checker follow every ledger call (no dispatch by name);
+``_on_ledger.py`` builds each (why there: its doc).
 ``drive`` performs the effects in the calling thread; ``adrive`` performs them without ever
 blocking the event loop: it advances the steps in a worker thread, performing the effects that may
 block there (ledger calls, the application's code, a sync permission provider, a sync handler
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import threading
@@ -56,11 +58,6 @@ class OnLedger:
     """Call the ledger: ``run(ledger)`` (in a worker thread on the async path)."""
 
     run: Callable[[Ledger], Any]
-
-
-def read_confirmation(confirmation_id: str) -> OnLedger:
-    """The effect that reads one confirmation (the most common ledger effect)."""
-    return OnLedger(lambda ledger: ledger.get_confirmation(confirmation_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,16 +373,20 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
     path: a handler still queued at its timeout runs later, which its answer warns of):
     cancelled meanwhile, the run goes, and a thread of its own waits for the handler's outcome
     and runs ``steps`` on to record it (audit, idempotency), as ``_advance`` does for a call in
-    a worker thread."""
+    a worker thread.
+
+    The run awaits one plain future, settled by the pool's thread (the handler done) or by a
+    timer (its time up): no wrapped, shielded or timed future, whose callbacks and closures
+    were ~20 more objects alive per call across the handler's await, each a cost to the
+    collector when hundreds of turns wait at once."""
+    loop = asyncio.get_running_loop()
     deadline = time.monotonic() + effect.timeout
     future = env.handler_pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
-    outcome = asyncio.wrap_future(future)
-    outcome.add_done_callback(_retrieved)  # read even when nobody awaits it any more
+    waiter: asyncio.Future[Any] = loop.create_future()
+    future.add_done_callback(functools.partial(_hand_back, loop, waiter))
+    timer = loop.call_later(effect.timeout, _settle, waiter, None)
     try:
-        async with asyncio.timeout(effect.timeout):
-            return await _guarded(asyncio.shield(outcome))
-    except TimeoutError:  # only the timeout's: _guarded turns the handler's own into an error
-        return HandlerOutcome("timeout")
+        done = await waiter  # the handler's finished future, or None when its time was up
     except asyncio.CancelledError:
         threading.Thread(
             target=_record_after,
@@ -394,13 +395,29 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
             daemon=False,  # the outcome is recorded even when the program is ending
         ).start()
         raise
+    finally:
+        timer.cancel()
+    if done is None:
+        return HandlerOutcome("timeout")
+    if done.cancelled():
+        raise _never_ran()
+    failure = done.exception()
+    if failure is None:
+        return HandlerOutcome("ok", done.result())
+    if _bubbles(failure):
+        raise failure
+    return HandlerOutcome("error", failure)
 
 
-def _retrieved(outcome: asyncio.Future[Any]) -> None:
-    """Mark a handler's failure as seen: its run may have stopped waiting for it (a timeout, a
-    cancellation), and the failure is recorded by the steps, not reported by asyncio again."""
-    if not outcome.cancelled():
-        outcome.exception()
+def _hand_back(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Any) -> None:
+    """In the pool's thread, the handler finished: settle ``waiter`` with it on the loop."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+        loop.call_soon_threadsafe(_settle, waiter, done)
+
+
+def _settle(waiter: asyncio.Future[Any], value: Any) -> None:
+    if not waiter.done():  # the first of the handler and its timeout settles it
+        waiter.set_result(value)
 
 
 def _record_after(steps: Steps[Any], env: Environment, future: Any, deadline: float) -> None:

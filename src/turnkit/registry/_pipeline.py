@@ -17,18 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkit.errors import ToolError
+from turnkit.registry import _on_ledger as on_ledger
 from turnkit.registry import _steps as steps
 from turnkit.registry import answers
 from turnkit.registry._effects import (
     Environment,
     HandlerOutcome,
-    OnLedger,
     Pause,
     Permissions,
     RunHandler,
     Steps,
     UserCode,
-    read_confirmation,
 )
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
@@ -84,7 +83,7 @@ class Checked:
 
 def settings_now(env: Environment) -> Steps[Settings]:
     """The defaults with the operator's overrides, read from the ledger now."""
-    overrides = yield OnLedger(lambda ledger: ledger.settings())
+    overrides = yield on_ledger.settings()
     return env.defaults.merged(overrides)
 
 
@@ -106,7 +105,7 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
         "confirmation_id": call.confirmation_id or answer.get("confirmation_id"),
         "detail": call.detail,
     }
-    yield OnLedger(lambda ledger: ledger.audit(**row))
+    yield on_ledger.audit(row)
     return answer
 
 
@@ -163,26 +162,19 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         call.confirmation_id = approved.id
         answer = yield from _hold_charge_run(env, call, checked, approved)
         if approved.idempotency_key is not None and not answers.is_error(answer, "rate_limited"):
-            approved_key = approved.idempotency_key
-            yield OnLedger(
-                lambda ledger: ledger.store_idempotency(
-                    caller.identity, tool.name, approved_key, answer
-                )
+            yield on_ledger.store_idempotency(
+                caller.identity, tool.name, approved.idempotency_key, answer
             )
         return answer
 
     # 5. idempotency: a repeat replays, a different input conflicts
     if key is not None:
         if dry:
-            record = yield OnLedger(
-                lambda ledger: ledger.get_idempotency(caller.identity, tool.name, key)
-            )
+            record = yield on_ledger.get_idempotency(caller.identity, tool.name, key)
         else:
             now = call.reserved_at = env.clock()
-            record = yield OnLedger(
-                lambda ledger: ledger.reserve_idempotency(
-                    caller.identity, tool.name, key, digest, now
-                )
+            record = yield on_ledger.reserve_idempotency(
+                caller.identity, tool.name, key, digest, now
             )
         if record is not None:
             return (yield from _replay(env, call, tool, key, digest, record, settings))
@@ -196,17 +188,13 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         answer = yield from _hold_charge_run(env, call, checked, None)
     except Exception:
         if key is not None:
-            yield OnLedger(lambda ledger: ledger.release_idempotency(caller.identity, tool.name,
-                                                                     key))  # fmt: skip
+            yield on_ledger.release_idempotency(caller.identity, tool.name, key)
         raise
     if key is not None:
         if answers.is_error(answer, "rate_limited"):
-            yield OnLedger(lambda ledger: ledger.release_idempotency(caller.identity, tool.name,
-                                                                     key))  # fmt: skip
+            yield on_ledger.release_idempotency(caller.identity, tool.name, key)
         else:
-            yield OnLedger(
-                lambda ledger: ledger.store_idempotency(caller.identity, tool.name, key, answer)
-            )
+            yield on_ledger.store_idempotency(caller.identity, tool.name, key, answer)
     return answer
 
 
@@ -235,7 +223,7 @@ def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]
     token = call.control.get("confirm_token")
     if token is None:
         return None
-    found: Confirmation | None = yield OnLedger(lambda ledger: ledger.confirmation_for_token(token))
+    found: Confirmation | None = yield on_ledger.confirmation_for_token(token)
     if (
         found is None
         or found.caller.identity != call.caller.identity
@@ -267,7 +255,7 @@ def _hold_charge_run(
             created_at=now,
             expires_at=now + settings.confirmation_ttl,
         )
-        yield OnLedger(lambda ledger: ledger.create_confirmation(confirmation))
+        yield on_ledger.create_confirmation(confirmation)
         return answers.held(confirmation.id, iso(confirmation.expires_at))
 
     # 8. rate limit
@@ -284,8 +272,7 @@ def _hold_charge_run(
     if settings.rate_limit_units > 0:
         window = settings.rate_limit_window
         index = int(now // window)
-        units = settings.rate_limit_units
-        charged = yield OnLedger(lambda ledger: ledger.charge(caller.identity, index, cost, units))
+        charged = yield on_ledger.charge(caller.identity, index, cost, settings.rate_limit_units)
         if not charged:
             retry_after = round((index + 1) * window - now, 3)
             return answers.error(
@@ -312,8 +299,7 @@ def _hold_charge_run(
         started_at = env.clock()
         if started_at - call.reserved_at > WAIT_GRACE / 2:  # slow checks: a repeat in another
             # process would take the running call for a dead one before its handler's time ran out
-            yield OnLedger(lambda ledger: ledger.restart_idempotency(caller.identity, tool.name,
-                                                                     key, started_at))  # fmt: skip
+            yield on_ledger.restart_idempotency(caller.identity, tool.name, key, started_at)
     call.started = True
     handler = RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]  # step 3 made value an object
     outcome = yield handler
@@ -380,12 +366,12 @@ def _replay(
     stale_before = env.clock() - settings.handler_timeout - WAIT_GRACE
     if record.state == "running" and record.created_at < stale_before:
         unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}"))
-        yield OnLedger(lambda ledger: ledger.abandon_idempotency(*where, unknown, stale_before))
-        record = yield OnLedger(lambda ledger: ledger.get_idempotency(*where))
+        yield on_ledger.abandon_idempotency(*where, unknown, stale_before)
+        record = yield on_ledger.get_idempotency(*where)
     deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
     while record is not None and record.state == "running" and time.monotonic() < deadline:
         yield Pause(POLL_SECONDS)
-        record = yield OnLedger(lambda ledger: ledger.get_idempotency(*where))
+        record = yield on_ledger.get_idempotency(*where)
     if record is None or record.state == "running":
         return answers.error(
             "in_progress",
@@ -396,7 +382,7 @@ def _replay(
     if answer.get("status") == "confirmation_required":
         call.confirmation_id = answer["confirmation_id"]
         held_id = answer["confirmation_id"]
-        held: Confirmation | None = yield read_confirmation(held_id)
+        held: Confirmation | None = yield on_ledger.get_confirmation(held_id)
         if held is not None and held.outcome is not None:
             answer = held.outcome
     return answers.replayed(answer)

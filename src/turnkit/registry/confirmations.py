@@ -15,16 +15,10 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from turnkit.registry import _on_ledger as on_ledger
 from turnkit.registry import _steps as steps
 from turnkit.registry import answers
-from turnkit.registry._effects import (
-    Environment,
-    OnLedger,
-    Pause,
-    Permissions,
-    Steps,
-    read_confirmation,
-)
+from turnkit.registry._effects import Environment, Pause, Permissions, Steps
 from turnkit.registry._pipeline import (
     OUTCOME_UNKNOWN,
     POLL_SECONDS,
@@ -191,7 +185,7 @@ def confirm_steps(
     if not could_be_id(confirmation_id):
         return answers.error("not_found", f"no confirmation {str(confirmation_id)[:80]!r}")
     cid: str = confirmation_id  # type: ignore[assignment]  # could_be_id: a str
-    held: Confirmation | None = yield OnLedger(lambda ledger: ledger.get_confirmation(cid))
+    held: Confirmation | None = yield on_ledger.get_confirmation(cid)
     if held is None:
         return answers.error("not_found", f"no confirmation {cid[:80]!r}")
     if decider.identity != held.caller.identity:
@@ -209,15 +203,13 @@ def confirm_steps(
 
     if parsed.action == "reject":
         outcome = answers.rejected(parsed.message)
-        closed = yield OnLedger(
-            lambda ledger: ledger.close_confirmation(
-                held.id,
-                status="rejected",
-                outcome=outcome,
-                now=now,
-                decided_by=decider.identity,
-                decision=parsed.to_json(),
-            )
+        closed = yield on_ledger.close_confirmation(
+            held.id,
+            status="rejected",
+            outcome=outcome,
+            now=now,
+            decided_by=decider.identity,
+            decision=parsed.to_json(),
         )
         if not closed:  # another process decided first, or the time ran out just now
             return (yield from _decided_before(env, held.id, settings.handler_timeout))
@@ -229,16 +221,14 @@ def confirm_steps(
         if problem is not None:
             return problem
     token = secrets.token_urlsafe(24)
-    won = yield OnLedger(
-        lambda ledger: ledger.claim_confirmation(
-            held.id,
-            decided_by=decider.identity,
-            decision=parsed.to_json(),
-            token=token,
-            now=now,
-            input=new_input,
-            input_hash=new_hash,
-        )
+    won = yield on_ledger.claim_confirmation(
+        held.id,
+        decided_by=decider.identity,
+        decision=parsed.to_json(),
+        token=token,
+        now=now,
+        input=new_input,
+        input_hash=new_hash,
     )
     if not won:  # another process decided first, or the time ran out just now
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
@@ -257,13 +247,13 @@ def confirm_steps(
         if (
             not run.started
         ):  # nothing ran (a provider failed, the run was cancelled): undo the claim
-            yield OnLedger(lambda ledger: ledger.reopen_confirmation(held.id))
+            yield on_ledger.reopen_confirmation(held.id)
         raise
     if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
-        yield OnLedger(lambda ledger: ledger.reopen_confirmation(held.id))
+        yield on_ledger.reopen_confirmation(held.id)
         outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
         return outcome
-    yield OnLedger(lambda ledger: ledger.finish_confirmation(held.id, outcome))
+    yield on_ledger.finish_confirmation(held.id, outcome)
     return outcome
 
 
@@ -283,19 +273,17 @@ def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation 
     process died) is closed as ``outcome_unknown``, so its ``outcome`` says so."""
     if not could_be_id(confirmation_id):
         return None
-    held: Confirmation | None = yield OnLedger(
-        lambda ledger: ledger.get_confirmation(confirmation_id)
-    )
+    held: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
     now = env.clock()
     if held is not None and held.status == "pending" and held.expires_at <= now:
         yield from _expire(held, now)
-        held = yield read_confirmation(confirmation_id)
+        held = yield on_ledger.get_confirmation(confirmation_id)
     elif held is not None and held.status == "running":
         settings = yield from settings_now(env)
         stale_before = now - settings.handler_timeout - WAIT_GRACE
         if (held.decided_at or 0) < stale_before:
             yield from _abandon(held.id, stale_before)
-            held = yield read_confirmation(confirmation_id)
+            held = yield on_ledger.get_confirmation(confirmation_id)
     return held
 
 
@@ -303,9 +291,7 @@ def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
     """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
     what = f"approved write of {confirmation_id!r}"
     unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
-    yield OnLedger(
-        lambda ledger: ledger.abandon_confirmation(confirmation_id, unknown, stale_before)
-    )
+    yield on_ledger.abandon_confirmation(confirmation_id, unknown, stale_before)
 
 
 def _expire(held: Confirmation, now: float) -> Steps[None]:
@@ -314,10 +300,8 @@ def _expire(held: Confirmation, now: float) -> Steps[None]:
         "confirmation_expired",
         f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
     )
-    yield OnLedger(
-        lambda ledger: ledger.close_confirmation(
-            held.id, status="expired", outcome=expired, now=now, only_expired=True
-        )
+    yield on_ledger.close_confirmation(
+        held.id, status="expired", outcome=expired, now=now, only_expired=True
     )
 
 
@@ -345,7 +329,7 @@ def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> S
     """``_settled`` for a decision that came too late: the stored outcome, marked
     ``already_decided`` so a surface can tell the person that this decision changed nothing."""
     answer = yield from _settled(env, confirmation_id, timeout)
-    current: Confirmation | None = yield read_confirmation(confirmation_id)
+    current: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
     if current is None or current.status == "pending":  # reopened (a rate limit): undecided
         return answer
     return {**answer, "already_decided": True}
@@ -356,7 +340,7 @@ def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[An
     deadline = time.monotonic() + timeout + WAIT_GRACE
     stale_before = env.clock() - timeout - WAIT_GRACE
     while True:
-        current: Confirmation | None = yield read_confirmation(confirmation_id)
+        current: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
         if current is None:
             return answers.error("not_found", f"no confirmation {confirmation_id!r}")
         if current.outcome is not None:

@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from turnkit.registry._effects import Environment, OnLedger, Permissions, adrive, drive
+from turnkit.registry import _on_ledger as on_ledger
+from turnkit.registry._effects import Environment, Permissions, adrive, drive
 from turnkit.registry._memo import remember
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.registry._steps import HoldRule, hold_rule
@@ -148,7 +149,7 @@ class Executor:
 
     def _tools_steps(self, caller: Caller, allow: Allow, overrides: dict[str, Any] | None) -> Any:
         if overrides is None:
-            overrides = yield OnLedger(lambda ledger: ledger.settings())
+            overrides = yield on_ledger.settings()
         tools = yield from self._visible_steps(caller, allow, self.defaults.merged(overrides))
         return overrides, tools
 
