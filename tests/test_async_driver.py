@@ -341,3 +341,22 @@ async def test_a_handler_the_closing_executor_drops_unrun_releases_its_key(any_l
     assert ledger.get_idempotency(identity, "lab.get_thing", "k") is None
     assert [row["status"] for row in ledger.audit_rows()] == ["ok"]  # the first's alone
     assert queued.runs == ["first"]
+
+
+async def test_a_run_whose_queued_handler_the_closing_executor_drops_says_so(any_ledger):
+    """The run still awaits its handler, queued in the pool, when the executor closes: the call
+    fails as on the sync path (the handler never ran, said so), its key released, nothing
+    audited for it; never a bare ``CancelledError`` for a run nobody cancelled."""
+    from turnkit.registry._effects import Cancelled
+
+    ledger, queued = any_ledger, _Queued(any_ledger)
+    second = await queued.queue({}, {"idempotency_key": "k"})
+    queued.executor.close()  # drops the queued handler
+    with pytest.raises(Cancelled, match="closed before the handler ran"):
+        await second
+    queued.go_on.set()
+    assert queued.first is not None
+    await queued.first
+    assert ledger.get_idempotency(queued.alice.identity, "lab.get_thing", "k") is None
+    assert [row["status"] for row in ledger.audit_rows()] == ["ok"]  # the first's alone
+    assert queued.runs == ["first"]
