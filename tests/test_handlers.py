@@ -163,6 +163,19 @@ async def test_an_async_handler_that_raises_answers_a_generic_internal_error(lab
     assert caplog.text.count("secret-row-17") >= 2
 
 
+class _Stop(BaseException):
+    """An interrupt raised inside a handler (as ``SystemExit`` is), not a failure of it."""
+
+
+async def test_an_interrupt_raised_by_a_sync_handler_goes_on_up_on_both_paths(lab, lab_key):
+    """Not answered as the handler's failure: it goes on up, sync and async, whichever ledger."""
+    executor = lab(tool("lab.run_boom", raiser(_Stop("stop"))))
+    with pytest.raises(_Stop):
+        await executor.aexecute(lab_key, "lab.run_boom", {})
+    with pytest.raises(_Stop):
+        executor.execute(lab_key, "lab.run_boom", {})
+
+
 def test_a_long_exception_message_is_cut_in_the_audit_row(lab, lab_key):
     executor = lab(tool("lab.run_boom", raiser(ValueError("x" * 100_000))))
     assert_error(executor.execute(lab_key, "lab.run_boom", {}), "internal_error")

@@ -404,8 +404,8 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
     failure = done.exception()
     if failure is None:
         return HandlerOutcome("ok", done.result())
-    if _bubbles(failure):
-        raise failure
+    if _bubbles(failure) or not isinstance(failure, Exception):  # an interrupt: as on the
+        raise failure  # sync path, it goes on up
     return HandlerOutcome("error", failure)
 
 
