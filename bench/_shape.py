@@ -18,14 +18,14 @@ import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.graph import StateGraph
+from langgraph.graph import END, START, StateGraph
 
 from bench import _common
 from turnkit._compat import RunnableCallable
 from turnkit.graph.build import wire
 from turnkit.turn.state import TurnOutput, TurnState
 
-__all__ = ["shape_graph"]
+__all__ = ["shape_graph", "three_step_graph"]
 
 
 def shape_graph(model: Any, checkpointer: Any = None) -> Any:
@@ -96,3 +96,47 @@ def _on_the_loop(node: Any) -> Any:
         return node(state)  # type: ignore[no-any-return]
 
     return inline
+
+
+def three_step_graph(model: Any, checkpointer: Any = None) -> Any:
+    """The shape's work in ``create_agent``'s three steps (a model node, a tools node, back), on
+    the same state channels: not a turn we would ship (a person could not stop between
+    validation and execution), but what tells the six steps' cost from the state's. Where it
+    matches ``create_agent``, what the six-step shape costs beyond it is the steps themselves."""
+    tools = _common.langchain_tools()
+    bound = model.bind_tools(tools)
+    functions = {tool.name: tool.func for tool in tools}
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])], "round": state.get("round", 0) + 1}
+
+    async def acall_model(state: Any) -> dict[str, Any]:
+        reply = await bound.ainvoke(state["messages"])
+        return {"messages": [reply], "round": state.get("round", 0) + 1}
+
+    def run_tools(state: Any) -> dict[str, Any]:
+        calls = state["messages"][-1].tool_calls
+        results = [json.dumps(functions[c["name"]](**c["args"])) for c in calls]
+        return {"messages": [_answer(c, r) for c, r in zip(calls, results, strict=True)]}
+
+    async def arun_tools(state: Any) -> dict[str, Any]:
+        messages = []
+        for c in state["messages"][-1].tool_calls:  # a sync tool function, off the event loop
+            result = await asyncio.to_thread(functions[c["name"]], **c["args"])
+            messages.append(_answer(c, json.dumps(result)))
+        return {"messages": messages}
+
+    def route(state: Any) -> str:
+        return "tools" if state["messages"][-1].tool_calls else END
+
+    graph = StateGraph(TurnState, output_schema=TurnOutput)
+    graph.add_node("model", RunnableCallable(call_model, acall_model, name="model", trace=False))
+    graph.add_node("tools", RunnableCallable(run_tools, arun_tools, name="tools", trace=False))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", route, ["tools", END])
+    graph.add_edge("tools", "model")
+    return graph.compile(checkpointer=checkpointer)
+
+
+def _answer(call: Any, content: str) -> ToolMessage:
+    return ToolMessage(content, tool_call_id=call["id"])

@@ -21,8 +21,11 @@ round-by-round ratios, so a burst of load on the shared machine moves both sides
 turnkit runs with its default durability (``sync``) and with ``async`` for comparison;
 ``create_agent`` (LangGraph's default, ``async``) is the peer. turnkit's shape with turnkit's work
 removed (``_shape.py``) runs too: ``shape ÷ create_agent`` is what six visible steps cost in
-LangGraph under concurrency, ``turnkit ÷ shape`` what turnkit's own work costs. Ratios are wall
-time over the target (below 1 meets it), and for turnkit also wall time over ``create_agent``'s.
+LangGraph under concurrency, ``turnkit ÷ shape`` what turnkit's own work costs. So does the
+shape's work in ``create_agent``'s three steps on the same state: where it matches
+``create_agent``, the six-step shape's excess is the three more steps, LangGraph's per-step
+cost, not turnkit's state. Ratios are wall time over the target (below 1 meets it), and for
+turnkit also wall time over ``create_agent``'s.
 
     .venv/bin/python bench/concurrency.py [--quick]
 """
@@ -48,7 +51,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bench._shape import shape_graph
+from bench._shape import shape_graph, three_step_graph
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
 
@@ -84,6 +87,11 @@ def turnkit_graph(durability: str) -> Factory:
 def shape(model: Any) -> tuple[Any, dict[str, Any]]:
     """turnkit's six-node shape with turnkit's work removed (``_shape.py``), ``sync`` as turnkit."""
     return shape_graph(model, InMemorySaver()), {"durability": "sync"}
+
+
+def three_steps(model: Any) -> tuple[Any, dict[str, Any]]:
+    """The shape's work in ``create_agent``'s three steps, same state (``_shape.py``)."""
+    return three_step_graph(model, InMemorySaver()), {"durability": "sync"}
 
 
 def agent_graph(model: Any) -> tuple[Any, dict[str, Any]]:
@@ -215,6 +223,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         "turnkit sync": turnkit_graph("sync"),
         "turnkit async": turnkit_graph("async"),
         "shape": shape,
+        "shape in three steps": three_steps,
         "create_agent": agent_graph,
     }
     passes: dict[str, list[tuple[float, float, float]]] = {case: [] for case in contenders}
@@ -261,6 +270,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         rows.append(row(SCENARIO, f"{case}: longest event-loop step", lag * 1000, "ms"))
     for case, peer, label in [
         ("shape", "create_agent", "shape, turnkit's work removed: concurrent CPU per turn"),
+        ("shape in three steps", "create_agent", "shape in three steps: concurrent CPU per turn"),
         ("turnkit sync", "shape", "turnkit sync: concurrent CPU per turn"),
     ]:
         why = ": the price of turnkit's own work" if peer == "shape" else ""
