@@ -30,19 +30,10 @@ __all__ = ["shape_graph", "three_step_graph"]
 
 def shape_graph(model: Any, checkpointer: Any = None) -> Any:
     """The six-node turn graph with nodes that do the least work (see the module's doc)."""
-    tools = _common.langchain_tools()
-    bound = model.bind_tools(tools)
-    functions = {tool.name: tool.func for tool in tools}
+    call_model, acall_model, functions = _model_and_tools(model)
 
     def list_tools(state: Any) -> dict[str, Any]:
         return {"round": 0, "calls": [], "answers": {}, "held": [], "overrides": {}}
-
-    def call_model(state: Any) -> dict[str, Any]:
-        return {"messages": [bound.invoke(state["messages"])], "round": state.get("round", 0) + 1}
-
-    async def acall_model(state: Any) -> dict[str, Any]:
-        reply = await bound.ainvoke(state["messages"])
-        return {"messages": [reply], "round": state.get("round", 0) + 1}
 
     def validate_args(state: Any) -> dict[str, Any]:
         ai: AIMessage = state["messages"][-1]
@@ -103,16 +94,7 @@ def three_step_graph(model: Any, checkpointer: Any = None) -> Any:
     the same state channels: not a turn we would ship (a person could not stop between
     validation and execution), but what tells the six steps' cost from the state's. Where it
     matches ``create_agent``, what the six-step shape costs beyond it is the steps themselves."""
-    tools = _common.langchain_tools()
-    bound = model.bind_tools(tools)
-    functions = {tool.name: tool.func for tool in tools}
-
-    def call_model(state: Any) -> dict[str, Any]:
-        return {"messages": [bound.invoke(state["messages"])], "round": state.get("round", 0) + 1}
-
-    async def acall_model(state: Any) -> dict[str, Any]:
-        reply = await bound.ainvoke(state["messages"])
-        return {"messages": [reply], "round": state.get("round", 0) + 1}
+    call_model, acall_model, functions = _model_and_tools(model)
 
     def run_tools(state: Any) -> dict[str, Any]:
         calls = state["messages"][-1].tool_calls
@@ -136,6 +118,22 @@ def three_step_graph(model: Any, checkpointer: Any = None) -> Any:
     graph.add_conditional_edges("model", route, ["tools", END])
     graph.add_edge("tools", "model")
     return graph.compile(checkpointer=checkpointer)
+
+
+def _model_and_tools(model: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """``(call_model, acall_model, the tool functions by name)``: the model called with the two
+    tools bound, a round counted."""
+    tools = _common.langchain_tools()
+    bound = model.bind_tools(tools)
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])], "round": state.get("round", 0) + 1}
+
+    async def acall_model(state: Any) -> dict[str, Any]:
+        reply = await bound.ainvoke(state["messages"])
+        return {"messages": [reply], "round": state.get("round", 0) + 1}
+
+    return call_model, acall_model, {tool.name: tool.func for tool in tools}
 
 
 def _answer(call: Any, content: str) -> ToolMessage:
