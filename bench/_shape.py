@@ -8,7 +8,8 @@ nodes on the event loop, as turnkit's do, but for the tool function: a sync func
 so an async run calls it in a worker thread, as LangChain's tools do (``create_agent``'s
 ``ToolNode`` too) and as any runtime must that never blocks its event loop. ``turnkit ÷ shape``
 is then the price of turnkit's own work, and ``shape ÷ create_agent`` the price of six visible
-steps in LangGraph.
+steps in LangGraph. ``three_step_graph`` does the same work, on the same channels, in
+``create_agent``'s three steps: the control that tells the steps' cost from the state's.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Executor, Registry
+from turnkit.registry._effects import Cancelled
 
 
 class _Module:
@@ -347,8 +348,6 @@ async def test_a_run_whose_queued_handler_the_closing_executor_drops_says_so(any
     """The run still awaits its handler, queued in the pool, when the executor closes: the call
     fails as on the sync path (the handler never ran, said so), its key released, nothing
     audited for it; never a bare ``CancelledError`` for a run nobody cancelled."""
-    from turnkit.registry._effects import Cancelled
-
     ledger, queued = any_ledger, _Queued(any_ledger)
     second = await queued.queue({}, {"idempotency_key": "k"})
     queued.executor.close()  # drops the queued handler
@@ -360,3 +359,34 @@ async def test_a_run_whose_queued_handler_the_closing_executor_drops_says_so(any
     assert ledger.get_idempotency(queued.alice.identity, "lab.get_thing", "k") is None
     assert [row["status"] for row in ledger.audit_rows()] == ["ok"]  # the first's alone
     assert queued.runs == ["first"]
+
+
+async def test_an_approved_write_whose_handler_the_closing_executor_drops_is_pending_again(
+    any_ledger, shop, rights
+):
+    """The approval's write waits in the pool when the executor closes: it never ran, so the
+    confirmation goes back to pending (a person may approve it again), never stuck running."""
+    ledger = any_ledger
+    ledger.set_setting("api_session_write_modules", ["shop"])
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights, handler_threads=1)
+    alice = Caller.session("alice")
+    held = await executor.aexecute(alice, "shop.set_prices", prices("TEA-0001"))
+    assert held["status"] == "confirmation_required"
+    busy, go_on = threading.Event(), threading.Event()
+    pool = executor._env.handler_pool
+    pool.submit(lambda: (busy.set(), go_on.wait(5)))  # the pool's one thread, kept busy
+    assert await asyncio.to_thread(busy.wait, 5)
+    approval = asyncio.create_task(executor.aconfirm(held["confirmation_id"], alice, "approve"))
+    for _ in range(500):  # until the write's handler waits for the pool's one thread
+        if pool._work_queue.qsize():
+            break
+        await asyncio.sleep(0.01)
+    assert pool._work_queue.qsize() == 1
+    executor.close()  # drops the queued handler
+    with pytest.raises(Cancelled, match="closed before the handler ran"):
+        await approval
+    go_on.set()
+    confirmation = ledger.get_confirmation(held["confirmation_id"])
+    assert confirmation is not None
+    assert confirmation.status == "pending"
+    assert shop.writes() == []

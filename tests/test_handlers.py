@@ -168,12 +168,18 @@ class _Stop(BaseException):
 
 
 async def test_an_interrupt_raised_by_a_sync_handler_goes_on_up_on_both_paths(lab, lab_key):
-    """Not answered as the handler's failure: it goes on up, sync and async, whichever ledger."""
+    """Not answered as the handler's failure: it goes on up, sync and async, whichever ledger.
+    The handler ran (its write may have happened), so its key is kept, as after a crash: a
+    repeat waits for an outcome, then answers ``outcome_unknown``; never runs it again."""
     executor = lab(tool("lab.run_boom", raiser(_Stop("stop"))))
     with pytest.raises(_Stop):
-        await executor.aexecute(lab_key, "lab.run_boom", {})
+        await executor.aexecute(lab_key, "lab.run_boom", {}, {"idempotency_key": "a"})
     with pytest.raises(_Stop):
-        executor.execute(lab_key, "lab.run_boom", {})
+        executor.execute(lab_key, "lab.run_boom", {}, {"idempotency_key": "s"})
+    for key in ("a", "s"):
+        record = executor.ledger.get_idempotency(lab_key.identity, "lab.run_boom", key)
+        assert record is not None
+        assert record.state == "running"
 
 
 def test_a_long_exception_message_is_cut_in_the_audit_row(lab, lab_key):

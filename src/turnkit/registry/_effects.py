@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -128,7 +128,8 @@ def drive(steps: Steps[T], env: Environment, reply: Any = None) -> T:
     An effect that fails is raised inside the steps, so they can clean up before it propagates.
     An interrupt (Ctrl-C's ``KeyboardInterrupt``, ``SystemExit``) while an effect runs throws
     ``Cancelled`` into the steps, whose clean-up runs (a claimed confirmation is reopened, a key
-    released, a started write settled as unknown), then goes on up.
+    released; a write whose handler was handed over keeps its key, since it may run: a repeat
+    gets ``outcome_unknown``), then goes on up.
     """
     error: Exception | None = None
     while True:
@@ -148,7 +149,11 @@ def drive(steps: Steps[T], env: Environment, reply: Any = None) -> T:
 def _unwind(steps: Steps[Any], env: Environment, interrupt: BaseException) -> None:
     """Throw ``Cancelled`` into ``steps`` and perform their clean-up effects until they stop."""
     reply: Any = None
-    error: Exception | None = Cancelled(f"the call was interrupted ({type(interrupt).__name__})")
+    error: Exception | None = (
+        interrupt  # a handler that never ran (``NeverRan``) says so to the steps
+        if isinstance(interrupt, Cancelled)
+        else Cancelled(f"the call was interrupted ({type(interrupt).__name__})")
+    )
     while True:
         try:
             effect = steps.send(reply) if error is None else steps.throw(error)
@@ -164,6 +169,11 @@ class Cancelled(Exception):
     """Thrown into the steps when the run awaiting them was cancelled while they ran in a
     worker thread: they clean up (an idempotency key is released) and stop, so a cancelled call
     does no more ledger work (no confirmation, no charge) than it had started."""
+
+
+class NeverRan(Cancelled):
+    """The handler was handed over but never ran (the executor closed with it still queued): its
+    steps clean up as for a call that never started (a key released, an approval reopened)."""
 
 
 async def adrive(steps: Steps[T], env: Environment) -> T:
@@ -258,6 +268,9 @@ def _advance(
                     reply, error = _perform(effect, env), None
             except Exception as exc:  # handed back to the steps on the next turn
                 reply, error = None, exc
+            except BaseException as interrupt:  # as ``drive``: the steps clean up, it goes on
+                _unwind(steps, env, interrupt)
+                raise
             stopping = stopping or isinstance(effect, RunHandler)
         try:
             effect = steps.send(reply) if error is None else steps.throw(error)
@@ -351,10 +364,10 @@ def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
     return HandlerOutcome("ok", value)
 
 
-def _never_ran() -> Cancelled:
+def _never_ran() -> NeverRan:
     """For steps whose handler the pool dropped unrun (the executor was closed meanwhile): they
     clean up as cancelled (a key released), not record a failure of code that never ran."""
-    return Cancelled("the executor was closed before the handler ran; it did not run")
+    return NeverRan("the executor was closed before the handler ran; it did not run")
 
 
 async def _run_async(effect: RunHandler) -> HandlerOutcome:
@@ -404,18 +417,24 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
     failure = done.exception()
     if failure is None:
         return HandlerOutcome("ok", done.result())
-    if _bubbles(failure) or not isinstance(failure, Exception):  # an interrupt: as on the
-        raise failure  # sync path, it goes on up
+    if not isinstance(failure, Exception):  # an interrupt: as ``drive``, the steps clean up
+        _unwind(steps, env, failure)  # (a started write keeps its key) and it goes on up
+        raise failure
+    if _bubbles(failure):
+        raise failure
     return HandlerOutcome("error", failure)
 
 
-def _hand_back(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Any) -> None:
+def _hand_back(
+    loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Future[Any]
+) -> None:
     """In the pool's thread, the handler finished: settle ``waiter`` with it on the loop."""
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
         loop.call_soon_threadsafe(_settle, waiter, done)
 
 
 def _settle(waiter: asyncio.Future[Any], value: Any) -> None:
+    """On the loop: give ``waiter`` the handler's finished future, or None at its timeout."""
     if not waiter.done():  # the first of the handler and its timeout settles it
         waiter.set_result(value)
 

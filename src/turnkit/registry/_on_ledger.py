@@ -1,4 +1,5 @@
-"""The ledger effects of the execute pipeline, each built by a function of its own.
+"""The ledger effects of the pipelines (execute, confirm) and the executor, each built by a
+function of its own.
 
 ``on_ledger.charge(identity, window, cost, limit)`` is the effect ``OnLedger(lambda ledger:
 ledger.charge(...))``: typed, and followed by go-to-definition like the lambda. It is built here

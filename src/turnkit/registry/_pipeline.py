@@ -21,8 +21,10 @@ from turnkit.registry import _on_ledger as on_ledger
 from turnkit.registry import _steps as steps
 from turnkit.registry import answers
 from turnkit.registry._effects import (
+    Cancelled,
     Environment,
     HandlerOutcome,
+    NeverRan,
     Pause,
     Permissions,
     RunHandler,
@@ -186,8 +188,11 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
 
     try:
         answer = yield from _hold_charge_run(env, call, checked, None)
-    except Exception:
-        if key is not None:
+    except Exception as stop:
+        # released, unless an interrupt stopped the call with its handler handed over: that may
+        # run, so the key waits for an outcome (a repeat then answers outcome_unknown, as after
+        # a crash) and the write never runs twice
+        if key is not None and not (call.started and isinstance(stop, Cancelled)):
             yield on_ledger.release_idempotency(caller.identity, tool.name, key)
         raise
     if key is not None:
@@ -302,7 +307,11 @@ def _hold_charge_run(
             yield on_ledger.restart_idempotency(caller.identity, tool.name, key, started_at)
     call.started = True
     handler = RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]  # step 3 made value an object
-    outcome = yield handler
+    try:
+        outcome = yield handler
+    except NeverRan:  # handed over, dropped unrun: cleaned up as a call that never started
+        call.started = False
+        raise
     return _result_answer(call, tool, outcome, settings)
 
 
