@@ -92,22 +92,32 @@ def _on_the_loop(node: Any) -> Any:
 
 def three_step_graph(model: Any, checkpointer: Any = None) -> Any:
     """The shape's work in ``create_agent``'s three steps (a model node, a tools node, back), on
-    the same state channels: not a turn we would ship (a person could not stop between
+    the same state channels, each written at least once a turn as the six steps do (with the
+    values they leave): not a turn we would ship (a person could not stop between
     validation and execution), but what tells the six steps' cost from the state's. Where it
     matches ``create_agent``, what the six-step shape costs beyond it is the steps themselves."""
-    call_model, acall_model, functions = _model_and_tools(model)
+    model_only, amodel_only, functions = _model_and_tools(model)
+    cleared = {"calls": [], "answers": {}, "held": []}  # what the six steps leave at the end
+    first = {**cleared, "overrides": {}}  # and what their list_tools writes at the start
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {**(first if not state.get("round") else {}), **model_only(state)}
+
+    async def acall_model(state: Any) -> dict[str, Any]:
+        return {**(first if not state.get("round") else {}), **(await amodel_only(state))}
 
     def run_tools(state: Any) -> dict[str, Any]:
         calls = state["messages"][-1].tool_calls
         results = [json.dumps(functions[c["name"]](**c["args"])) for c in calls]
-        return {"messages": [_answer(c, r) for c, r in zip(calls, results, strict=True)]}
+        messages = [_answer(c, r) for c, r in zip(calls, results, strict=True)]
+        return {"messages": messages, **cleared}
 
     async def arun_tools(state: Any) -> dict[str, Any]:
         messages = []
         for c in state["messages"][-1].tool_calls:  # a sync tool function, off the event loop
             result = await asyncio.to_thread(functions[c["name"]], **c["args"])
             messages.append(_answer(c, json.dumps(result)))
-        return {"messages": messages}
+        return {"messages": messages, **cleared}
 
     def route(state: Any) -> str:
         return "tools" if state["messages"][-1].tool_calls else END

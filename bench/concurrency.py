@@ -22,7 +22,7 @@ turnkit runs with its default durability (``sync``) and with ``async`` for compa
 ``create_agent`` (LangGraph's default, ``async``) is the peer. turnkit's shape with turnkit's work
 removed (``_shape.py``) runs too: ``shape ÷ create_agent`` is what six visible steps cost in
 LangGraph under concurrency, ``turnkit ÷ shape`` what turnkit's own work costs. So does the
-shape's work in ``create_agent``'s three steps on the same state: where it matches
+shape's work in ``create_agent``'s three steps, writing the same channels: where it matches
 ``create_agent``, the six-step shape's excess is the three more steps, LangGraph's per-step
 cost, not turnkit's state. Ratios are wall time over the target (below 1 meets it), and for
 turnkit also wall time over ``create_agent``'s.
