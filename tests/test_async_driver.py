@@ -264,15 +264,16 @@ async def test_a_run_cancelled_while_its_sync_handler_waits_in_the_pool_still_ru
 
 
 async def test_a_call_whose_handler_cannot_be_handed_over_releases_its_key(any_ledger):
-    """The executor's handler pool is shut down: the call fails as on the sync path, and its
-    idempotency key is released (a retry may run it), never left 'running'."""
+    """The executor's handler pool is shut down: the call fails as on the sync path, saying its
+    handler did not run, and its idempotency key is released (a retry may run it), never left
+    'running'."""
     ledger = any_ledger
     executor = Executor(Registry([_Module()]), ledger=ledger, permissions=lambda c: {"lab.view"})
     executor._env.handler_pool.shutdown()
     alice = Caller.session("alice")
-    with pytest.raises(RuntimeError, match="shutdown"):
+    with pytest.raises(Cancelled, match="closed before the handler ran"):
         await executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
-    with pytest.raises(RuntimeError, match="shutdown"):
+    with pytest.raises(Cancelled, match="closed before the handler ran"):
         executor.execute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
     assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
     executor.close()
@@ -382,11 +383,56 @@ async def test_an_approved_write_whose_handler_the_closing_executor_drops_is_pen
             break
         await asyncio.sleep(0.01)
     assert pool._work_queue.qsize() == 1
-    executor.close()  # drops the queued handler
-    with pytest.raises(Cancelled, match="closed before the handler ran"):
-        await approval
-    go_on.set()
+    try:
+        executor.close()  # drops the queued handler
+        with pytest.raises(Cancelled, match="closed before the handler ran"):
+            await approval
+    finally:
+        go_on.set()
     confirmation = ledger.get_confirmation(held["confirmation_id"])
     assert confirmation is not None
     assert confirmation.status == "pending"
     assert shop.writes() == []
+
+
+async def test_a_run_cancelled_just_before_its_handler_releases_the_key(ledger, monkeypatch):
+    """Cancelled while the worker thread charges the call (the last ledger work before the
+    handler): the handler is never handed over, so the key is released, not kept for a write
+    that cannot have run."""
+    from turnkit import Settings
+
+    runs: list[int] = []
+
+    class Counted(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": lambda i, c: runs.append(1) or {}}]
+
+    executor = Executor(Registry([Counted()]), ledger=ledger, permissions=lambda c: {"lab.view"},
+                        settings=Settings(rate_limit_units=100))  # fmt: skip
+    in_charge, go_on = threading.Event(), threading.Event()
+    charge = ledger.charge
+
+    def slow_charge(*args: Any) -> Any:
+        in_charge.set()
+        go_on.wait(5)
+        return charge(*args)
+
+    monkeypatch.setattr(ledger, "charge", slow_charge)
+    released = threading.Event()
+    release = ledger.release_idempotency
+    monkeypatch.setattr(ledger, "release_idempotency", lambda *a: (release(*a), released.set()))
+    alice = Caller.session("alice")
+    task = asyncio.create_task(
+        executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
+    )
+    try:
+        assert await asyncio.to_thread(in_charge.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        go_on.set()
+    assert await asyncio.to_thread(released.wait, 5)
+    assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
+    assert runs == []
+    executor.close()

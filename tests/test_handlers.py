@@ -170,7 +170,8 @@ class _Stop(BaseException):
 async def test_an_interrupt_raised_by_a_sync_handler_goes_on_up_on_both_paths(lab, lab_key):
     """Not answered as the handler's failure: it goes on up, sync and async, whichever ledger.
     The handler ran (its write may have happened), so its key is kept, as after a crash: a
-    repeat waits for an outcome, then answers ``outcome_unknown``; never runs it again."""
+    repeat waits for an outcome (``in_progress``), and gets ``outcome_unknown`` once the call is
+    stale; it never runs the write again."""
     executor = lab(tool("lab.run_boom", raiser(_Stop("stop"))))
     with pytest.raises(_Stop):
         await executor.aexecute(lab_key, "lab.run_boom", {}, {"idempotency_key": "a"})
@@ -180,6 +181,23 @@ async def test_an_interrupt_raised_by_a_sync_handler_goes_on_up_on_both_paths(la
         record = executor.ledger.get_idempotency(lab_key.identity, "lab.run_boom", key)
         assert record is not None
         assert record.state == "running"
+
+
+async def test_an_interrupt_before_the_handler_releases_the_key_on_both_paths(lab, lab_key):
+    """An interrupt raised by the application's code before the handler (here a cost function)
+    goes on up and the call cleans up as one that never ran: its key is released, sync and
+    async (where the worker thread that ran the cost function unwinds the steps)."""
+
+    def cost(input: dict) -> int:
+        raise _Stop("stop")
+
+    executor = lab(tool("lab.run_boom", raiser(RuntimeError("never runs")), cost=cost))
+    with pytest.raises(_Stop):
+        await executor.aexecute(lab_key, "lab.run_boom", {}, {"idempotency_key": "a"})
+    with pytest.raises(_Stop):
+        executor.execute(lab_key, "lab.run_boom", {}, {"idempotency_key": "s"})
+    for key in ("a", "s"):
+        assert executor.ledger.get_idempotency(lab_key.identity, "lab.run_boom", key) is None
 
 
 def test_a_long_exception_message_is_cut_in_the_audit_row(lab, lab_key):

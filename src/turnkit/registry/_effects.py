@@ -129,7 +129,7 @@ def drive(steps: Steps[T], env: Environment, reply: Any = None) -> T:
     An interrupt (Ctrl-C's ``KeyboardInterrupt``, ``SystemExit``) while an effect runs throws
     ``Cancelled`` into the steps, whose clean-up runs (a claimed confirmation is reopened, a key
     released; a write whose handler was handed over keeps its key, since it may run: a repeat
-    gets ``outcome_unknown``), then goes on up.
+    waits, then gets ``outcome_unknown``), then goes on up.
     """
     error: Exception | None = None
     while True:
@@ -245,8 +245,9 @@ def _advance(
     may block here, up to its answer ``(True, answer)`` or to an effect for the event loop
     ``(False, effect)``.
 
-    Once ``cancelled`` is set, ``Cancelled`` is thrown into the steps at their next effect; the
-    effects of their clean-up still run. Once a handler has run, its outcome is recorded (audit,
+    Once ``cancelled`` is set, ``Cancelled`` is thrown into the steps at their next effect
+    (``NeverRan`` when it is their handler, never handed over); the effects of their clean-up
+    still run. Once a handler has run, its outcome is recorded (audit,
     idempotency, confirmation) whatever happens to the awaiting run: the write is done, and a
     released key would let a retry do it again.
     """
@@ -256,7 +257,7 @@ def _advance(
     while True:
         if cancelled.is_set() and not stopping:
             stopping = True
-            reply, error = None, Cancelled("the run awaiting this call was cancelled")
+            reply, error = None, _stopped_before(effect)
         else:
             try:
                 if isinstance(effect, Permissions):
@@ -276,10 +277,21 @@ def _advance(
             effect = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
             return True, stop.value
-        if not (_blocks(effect, env) or isinstance(effect, OnLedger)):  # once here, ledger
-            # work stays here too (any ledger): a run cancelled meanwhile still gets its handler's
-            # outcome recorded, its clean-up done, by this thread
+        # once here, ledger work stays here too (any ledger): a run cancelled meanwhile still
+        # gets its handler's outcome recorded, its clean-up done, by this thread; and an effect
+        # for the loop of a run cancelled meanwhile (nobody would perform it) is not handed back:
+        # the next turn tells the steps instead, and they clean up here
+        on_loop = not (_blocks(effect, env) or isinstance(effect, OnLedger))
+        if on_loop and (stopping or not cancelled.is_set()):
             return False, effect
+
+
+def _stopped_before(effect: Effect) -> Cancelled:
+    """What the steps of a cancelled run are told instead of ``effect`` being performed: a
+    handler never handed over never ran (its key is released, its approval reopened)."""
+    if isinstance(effect, RunHandler):
+        return NeverRan("the run awaiting this call was cancelled before its handler ran")
+    return Cancelled("the run awaiting this call was cancelled")
 
 
 def _permissions_in_thread(provider: PermissionProvider, caller: Caller) -> Any:
@@ -350,7 +362,7 @@ def _to_completion(handler: Callable[..., Any], input: dict[str, Any], ctx: Any)
 
 
 def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
-    future = pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
+    future = _hand_over(effect, pool)
     try:
         value = future.result(timeout=effect.timeout)
     except Exception as exc:  # the handler's failure becomes an answer
@@ -362,6 +374,15 @@ def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
             raise
         return HandlerOutcome("error", exc)
     return HandlerOutcome("ok", value)
+
+
+def _hand_over(effect: RunHandler, pool: ThreadPoolExecutor) -> Future[Any]:
+    """``effect``'s handler submitted to the handler pool; a pool the closing executor shut down
+    refuses it, and it never runs (``NeverRan``)."""
+    try:
+        return pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
+    except RuntimeError as refused:  # "cannot schedule new futures after shutdown"
+        raise _never_ran() from refused
 
 
 def _never_ran() -> NeverRan:
@@ -394,7 +415,7 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
     collector when hundreds of turns wait at once."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + effect.timeout
-    future = env.handler_pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
+    future = _hand_over(effect, env.handler_pool)
     waiter: asyncio.Future[Any] = loop.create_future()
     future.add_done_callback(functools.partial(_hand_back, loop, waiter))
     timer = loop.call_later(effect.timeout, _settle, waiter, None)

@@ -190,8 +190,8 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         answer = yield from _hold_charge_run(env, call, checked, None)
     except Exception as stop:
         # released, unless an interrupt stopped the call with its handler handed over: that may
-        # run, so the key waits for an outcome (a repeat then answers outcome_unknown, as after
-        # a crash) and the write never runs twice
+        # run, so the key waits for an outcome (a repeat answers in_progress, then
+        # outcome_unknown once the call is stale, as after a crash): never a second run
         if key is not None and not (call.started and isinstance(stop, Cancelled)):
             yield on_ledger.release_idempotency(caller.identity, tool.name, key)
         raise
