@@ -363,17 +363,23 @@ def _to_completion(handler: Callable[..., Any], input: dict[str, Any], ctx: Any)
 
 def _run_sync(effect: RunHandler, pool: ThreadPoolExecutor) -> HandlerOutcome:
     future = _hand_over(effect, pool)
-    try:
-        value = future.result(timeout=effect.timeout)
-    except Exception as exc:  # the handler's failure becomes an answer
-        if not future.done():  # the wait timed out; the handler's own TimeoutError is an error
-            return HandlerOutcome("timeout")
-        if future.cancelled():
-            raise _never_ran() from exc
-        if _bubbles(exc):
-            raise
-        return HandlerOutcome("error", exc)
-    return HandlerOutcome("ok", value)
+    with contextlib.suppress(Exception):  # the wait's timeout, or the pool dropping it: below
+        future.exception(timeout=effect.timeout)
+    return _finished(future) if future.done() else HandlerOutcome("timeout")
+
+
+def _finished(done: Future[Any]) -> HandlerOutcome:
+    """How a handler that is no longer running ended, the same from either path: its value, or
+    its failure as an answer; ``NeverRan`` when the pool dropped it unrun; LangGraph's interrupts
+    and a ``BaseException`` (``SystemExit``) raised on up."""
+    if done.cancelled():
+        raise _never_ran()
+    failure = done.exception()
+    if failure is None:
+        return HandlerOutcome("ok", done.result())
+    if _bubbles(failure) or not isinstance(failure, Exception):
+        raise failure
+    return HandlerOutcome("error", failure)
 
 
 def _hand_over(effect: RunHandler, pool: ThreadPoolExecutor) -> Future[Any]:
@@ -433,17 +439,13 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
         timer.cancel()
     if done is None:
         return HandlerOutcome("timeout")
-    if done.cancelled():
-        raise _never_ran()
-    failure = done.exception()
-    if failure is None:
-        return HandlerOutcome("ok", done.result())
-    if not isinstance(failure, Exception):  # an interrupt: as ``drive``, the steps clean up
-        _unwind(steps, env, failure)  # (a started write keeps its key) and it goes on up
-        raise failure
-    if _bubbles(failure):
-        raise failure
-    return HandlerOutcome("error", failure)
+    try:
+        return _finished(done)
+    except Exception:  # NeverRan, a LangGraph interrupt: for the steps, as on the sync path
+        raise
+    except BaseException as interrupt:  # as ``drive``: the steps clean up (a started write
+        _unwind(steps, env, interrupt)  # keeps its key), and it goes on up
+        raise
 
 
 def _hand_back(
