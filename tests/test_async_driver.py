@@ -37,6 +37,28 @@ def _executor(ledger, permissions) -> Executor:
     return Executor(Registry([_Module()]), ledger=ledger, permissions=permissions)
 
 
+def _stall(monkeypatch: Any, ledger: Any, method: str) -> tuple[threading.Event, threading.Event]:
+    """``(entered, go_on)``: ``ledger.<method>`` sets ``entered``, then waits for ``go_on``."""
+    entered, go_on = threading.Event(), threading.Event()
+    original = getattr(ledger, method)
+
+    def stalled(*args: Any) -> Any:
+        entered.set()
+        go_on.wait(5)
+        return original(*args)
+
+    monkeypatch.setattr(ledger, method, stalled)
+    return entered, go_on
+
+
+def _releases(monkeypatch: Any, ledger: Any) -> threading.Event:
+    """Set once ``ledger`` has released an idempotency key."""
+    released = threading.Event()
+    release = ledger.release_idempotency
+    monkeypatch.setattr(ledger, "release_idempotency", lambda *a: (release(*a), released.set()))
+    return released
+
+
 async def test_a_sync_provider_runs_off_the_event_loop(ledger):
     """(How many worker-thread hops a read call makes is a figure of bench/profile_turn.py.)"""
     seen_in: list[int] = []
@@ -99,15 +121,7 @@ async def test_a_call_cancelled_in_a_worker_thread_stops_there_and_releases_its_
     """Cancelled while its key is reserved: no confirmation, the key released, a retry runs."""
     ledger.set_setting("api_session_write_modules", ["shop"])
     executor = Executor(Registry([shop]), ledger=ledger, permissions=rights)
-    in_read, go_on = threading.Event(), threading.Event()
-    reserve = ledger.reserve_idempotency
-
-    def slow_reserve(*args: Any) -> Any:
-        in_read.set()
-        go_on.wait(5)
-        return reserve(*args)
-
-    monkeypatch.setattr(ledger, "reserve_idempotency", slow_reserve)
+    in_read, go_on = _stall(monkeypatch, ledger, "reserve_idempotency")
     alice = Caller.session("alice")
     task = asyncio.create_task(
         executor.aexecute(alice, "shop.set_prices", prices("TEA-0001"), {"idempotency_key": "k"})
@@ -116,9 +130,7 @@ async def test_a_call_cancelled_in_a_worker_thread_stops_there_and_releases_its_
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    released = threading.Event()
-    release = ledger.release_idempotency
-    monkeypatch.setattr(ledger, "release_idempotency", lambda *a: (release(*a), released.set()))
+    released = _releases(monkeypatch, ledger)
     go_on.set()  # the worker thread reserves the key, then stops and cleans up on its own
     assert await asyncio.to_thread(released.wait, 5)
     assert executor.pending() == []
@@ -409,18 +421,8 @@ async def test_a_run_cancelled_just_before_its_handler_releases_the_key(ledger, 
 
     executor = Executor(Registry([Counted()]), ledger=ledger, permissions=lambda c: {"lab.view"},
                         settings=Settings(rate_limit_units=100))  # fmt: skip
-    in_charge, go_on = threading.Event(), threading.Event()
-    charge = ledger.charge
-
-    def slow_charge(*args: Any) -> Any:
-        in_charge.set()
-        go_on.wait(5)
-        return charge(*args)
-
-    monkeypatch.setattr(ledger, "charge", slow_charge)
-    released = threading.Event()
-    release = ledger.release_idempotency
-    monkeypatch.setattr(ledger, "release_idempotency", lambda *a: (release(*a), released.set()))
+    in_charge, go_on = _stall(monkeypatch, ledger, "charge")
+    released = _releases(monkeypatch, ledger)
     alice = Caller.session("alice")
     task = asyncio.create_task(
         executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
