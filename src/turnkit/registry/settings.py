@@ -46,6 +46,17 @@ class Settings:
     """The longest input, as compact JSON, that a tool accepts."""
     max_rounds: int = 10
     """Model rounds in one turn before it ends with a clear final message."""
+    max_pending_holds: int = 100
+    """The most writes one caller may have waiting for a person at once; a hold past it is
+    answered ``too_many_pending`` (HTTP 429) until one is decided or expires. 0: no cap."""
+    hold_key_writes: bool = False
+    """Hold every write an API key makes for a person's yes (not only those whose tool's
+    ``danger`` or batch size says so): for operators who want no key write without a person."""
+    retention_days: float = 30.0
+    """Days decided confirmations and idempotency records are kept (``turnkit ledger prune``);
+    a repeat with an idempotency key older than that runs anew. At least one day."""
+    audit_retention_days: float = 0.0
+    """Days audit rows are kept by ``turnkit ledger prune``; 0 keeps them for good."""
 
     def __post_init__(self) -> None:
         modules = self.api_session_write_modules
@@ -57,6 +68,14 @@ class Settings:
         for name in ("rate_limit_units",):
             _require(name, getattr(self, name), minimum=0)
         _require("max_rounds", self.max_rounds, minimum=1)
+        _require("max_pending_holds", self.max_pending_holds, minimum=0)
+        if not isinstance(self.hold_key_writes, bool):
+            raise ValueError(
+                f"setting 'hold_key_writes' must be true or false, got {self.hold_key_writes!r}"
+            )
+        _days("retention_days", self.retention_days, minimum=1)
+        if self.audit_retention_days != 0:
+            _days("audit_retention_days", self.audit_retention_days, minimum=1)
         for name in ("confirmation_ttl", "rate_limit_window", "handler_timeout"):
             value = getattr(self, name)
             if (
@@ -88,6 +107,19 @@ class Settings:
             except (TypeError, ValueError) as exc:
                 log.warning("setting %r = %r in the ledger is ignored: %s", key, value, exc)
         return merged
+
+
+def _days(name: str, value: object, *, minimum: float) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not minimum <= value <= MAX_SECONDS / 86400  # also refuses NaN
+    ):
+        zero = " (or 0: keep them for good)" if name == "audit_retention_days" else ""
+        raise ValueError(
+            f"setting {name!r} must be a number of days >= {minimum:g}{zero} and at most"
+            f" {MAX_SECONDS / 86400:.0f}, got {value!r}"
+        )
 
 
 def _require(name: str, value: object, *, minimum: int) -> None:

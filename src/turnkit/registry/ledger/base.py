@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -21,11 +22,19 @@ from turnkit.registry.ledger.leases import ThreadLeases
 from turnkit.registry.ledger.records import (
     Confirmation,
     ConfirmationStatus,
+    Cursor,
     IdempotencyRecord,
+    Readable,
     caller_from_json,
     caller_to_json,
 )
-from turnkit.registry.ledger.schema import CONFIRMATION_COLUMNS, TABLES
+from turnkit.registry.ledger.schema import (
+    ADDED_COLUMNS,
+    CONFIRMATION_COLUMNS,
+    CONFIRMATION_TYPES,
+    INDEXES,
+    TABLES,
+)
 
 __all__ = ["AUDIT_SQL", "Ledger", "overrides_of"]
 
@@ -96,8 +105,19 @@ class Ledger(ABC):
         """Release the connections."""
 
     def setup(self) -> None:
-        """Create the tables when they do not exist (safe to call again)."""
+        """Create the tables when they do not exist, add the columns an older turnkit's tables
+        lack (``ADDED_COLUMNS``), and the indexes (safe to call again, from several processes)."""
         for statement in TABLES:
+            self._run(statement)
+        for table, column, kind in ADDED_COLUMNS:
+            if column in {row[1] for row in self._rows(f"PRAGMA table_info({table})")}:
+                continue
+            try:
+                self._run(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            except sqlite3.OperationalError as exc:  # another process added it just now
+                if "duplicate column" not in str(exc):
+                    raise
+        for statement in INDEXES:
             self._run(statement)
 
     @property
@@ -130,18 +150,34 @@ class Ledger(ABC):
 
     # --- confirmations ----------------------------------------------------------------------
 
-    def create_confirmation(self, confirmation: Confirmation) -> None:
-        """Store a new pending confirmation."""
+    def create_confirmation(
+        self, confirmation: Confirmation, *, max_pending: int | None = None
+    ) -> bool:
+        """Store a new pending confirmation; False (nothing stored) when its caller already has
+        ``max_pending`` pending, unexpired ones. One statement: the count and the insert are
+        atomic on SQLite; on PostgreSQL two holds of one caller at the same instant may both
+        pass a cap they reach together (a bound on the table's growth, not a right)."""
         c = confirmation
-        self._run(
-            f"INSERT INTO turnkit_confirmations ({CONFIRMATION_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                c.id, _dump(caller_to_json(c.caller)), c.caller.identity, c.tool, _dump(c.input),
-                c.input_hash, c.idempotency_key, c.status, c.created_at, c.expires_at,
-                c.decided_at, c.decided_by, _dump(c.decision), None, _dump(c.outcome),
-            ),
+        values = (
+            c.id, _dump(caller_to_json(c.caller)), c.caller.identity, c.tool, _dump(c.input),
+            c.input_hash, c.idempotency_key, c.status, c.created_at, c.expires_at,
+            c.decided_at, c.decided_by, _dump(c.decision), None, _dump(c.outcome), c.module,
+            c.fingerprint, c.thread_id, c.reserved_units, c.reserved_window,
         )  # fmt: skip
+        if max_pending is None:
+            marks = ", ".join("?" for _ in values)
+            sql = f"INSERT INTO turnkit_confirmations ({CONFIRMATION_COLUMNS}) VALUES ({marks})"
+            return self._run(sql, values) == 1
+        typed = ", ".join(f"CAST(? AS {kind})" for kind in CONFIRMATION_TYPES)
+        return (
+            self._run(
+                f"INSERT INTO turnkit_confirmations ({CONFIRMATION_COLUMNS}) SELECT {typed}"
+                " WHERE (SELECT COUNT(*) FROM turnkit_confirmations WHERE caller_identity = ?"
+                " AND status = 'pending' AND expires_at > ?) < ?",
+                (*values, c.caller.identity, c.created_at, max_pending),
+            )
+            == 1
+        )
 
     def get_confirmation(self, confirmation_id: str) -> Confirmation | None:
         """The confirmation ``confirmation_id``, or None."""
@@ -152,18 +188,90 @@ class Ledger(ABC):
         return _confirmation(rows[0]) if rows else None
 
     def list_confirmations(
-        self, *, status: ConfirmationStatus | None = None, caller: Caller | None = None
+        self,
+        *,
+        status: ConfirmationStatus | Collection[ConfirmationStatus] | None = None,
+        caller: Caller | None = None,
+        tool: str | None = None,
+        thread: str | None = None,
+        tools: Collection[str] | None = None,
+        ids: Collection[str] | None = None,
+        readable: Readable | None = None,
+        after: Cursor | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+        unexpired_at: float | None = None,
     ) -> list[Confirmation]:
-        """Confirmations, oldest first, optionally of one status and one caller."""
-        sql = f"SELECT {CONFIRMATION_COLUMNS} FROM turnkit_confirmations WHERE 1 = 1"
-        params: list[Any] = []
-        if status is not None:
-            sql += " AND status = ?"
+        """Confirmations, oldest first (``newest_first``: the other way), filtered.
+
+        Args:
+            status: one status, or several.
+            caller: only those held for this caller.
+            tool: only those of this tool (its registry name).
+            thread: only those held in this conversation.
+            tools: only those of these tools (a key's allow list).
+            ids: only these.
+            readable: only those a reader may see: its own, and others' of some tools.
+            after: the page after this cursor (``Cursor.of`` the last one of the page before).
+            limit: at most this many.
+            newest_first: newest first (the cursor then pages back in time).
+            unexpired_at: leave out pending ones whose time ran out by then.
+        """
+        where, params = ["1 = 1"], list[Any]()
+        if isinstance(status, str):
+            where.append("status = ?")
             params.append(status)
-        if caller is not None:
-            sql += " AND caller_identity = ?"
-            params.append(caller.identity)
-        return [_confirmation(row) for row in self._rows(sql + " ORDER BY created_at, id", params)]
+        elif status is not None:
+            if not status:
+                return []
+            where.append(f"status IN ({', '.join('?' for _ in status)})")
+            params.extend(status)
+        for column, value in (
+            ("caller_identity", None if caller is None else caller.identity),
+            ("tool", tool),
+            ("thread_id", thread),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        for column, values in (("tool", tools), ("id", ids)):
+            if values is not None:
+                if not values:
+                    return []
+                where.append(f"{column} IN ({', '.join('?' for _ in values)})")
+                params.extend(sorted(values))
+        if unexpired_at is not None:
+            where.append("(status <> 'pending' OR expires_at > ?)")
+            params.append(unexpired_at)
+        if readable is not None:
+            clause, values = readable.sql()
+            where.append(clause)
+            params.extend(values)
+        order = "DESC" if newest_first else "ASC"
+        if after is not None:
+            where.append(
+                f"(created_at {'<' if newest_first else '>'} ? OR (created_at = ? AND id"
+                f" {'<' if newest_first else '>'} ?))"
+            )
+            params.extend((after.created_at, after.created_at, after.id))
+        sql = (
+            f"SELECT {CONFIRMATION_COLUMNS} FROM turnkit_confirmations"
+            f" WHERE {' AND '.join(where)} ORDER BY created_at {order}, id {order}"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_confirmation(row) for row in self._rows(sql, params)]
+
+    def pending_expiries(self, identity: str, now: float) -> list[float]:
+        """When each pending, unexpired confirmation held for ``identity`` expires, soonest
+        first (how long a caller at its cap of pending holds waits for room)."""
+        rows = self._rows(
+            "SELECT expires_at FROM turnkit_confirmations WHERE caller_identity = ?"
+            " AND status = 'pending' AND expires_at > ? ORDER BY expires_at",
+            (identity, now),
+        )
+        return [float(row[0]) for row in rows]
 
     def confirmation_ids(self, prefix: str, limit: int = 10) -> list[str]:
         """The ids of confirmations starting with ``prefix`` (a uuid's hex digits and dashes),
@@ -237,6 +345,18 @@ class Ledger(ABC):
             (token,),
         )
         return _confirmation(rows[0]) if rows else None
+
+    def use_token(self, confirmation_id: str, token: str) -> bool:
+        """Spend the run token of an approved write: True for the one call that may run it,
+        False for every other (the token was spent, or its confirmation is not running)."""
+        return (
+            self._run(
+                "UPDATE turnkit_confirmations SET token = NULL"
+                " WHERE id = ? AND token = ? AND status = 'running'",
+                (confirmation_id, token),
+            )
+            == 1
+        )
 
     def finish_confirmation(self, confirmation_id: str, outcome: dict[str, Any]) -> None:
         """Store the outcome of an approved write and mark it ``done``."""
@@ -356,6 +476,43 @@ class Ledger(ABC):
             == 1
         )
 
+    def charge_all(
+        self, identities: Sequence[str], window_start: int, units: int, limit: int
+    ) -> bool:
+        """``charge`` each of ``identities`` (a key and its user's budget): all or none, in one
+        statement; when one has no room, those it charged are given their units back."""
+        if units > limit:
+            return False
+        rows = ", ".join("(?, ?, ?)" for _ in identities)
+        charged = self._rows(
+            f"INSERT INTO turnkit_rate_usage (caller_identity, window_start, units) VALUES {rows}"
+            " ON CONFLICT (caller_identity, window_start) DO UPDATE"
+            " SET units = turnkit_rate_usage.units + excluded.units"
+            " WHERE turnkit_rate_usage.units + excluded.units <= ? RETURNING caller_identity",
+            (*(v for identity in identities for v in (identity, window_start, units)), limit),
+        )
+        if len(charged) == len(identities):
+            return True
+        self.refund_all([row[0] for row in charged], window_start, units)
+        return False
+
+    def refund_all(self, identities: Sequence[str], window_start: int, units: int) -> None:
+        """Give back ``units`` charged to each of ``identities`` in the window (a hold that
+        will not run, a charge that did not fit in every budget)."""
+        if not identities:
+            return
+        marks = ", ".join("?" for _ in identities)
+        self._run(
+            "UPDATE turnkit_rate_usage SET units = CASE WHEN units > ? THEN units - ? ELSE 0 END"
+            f" WHERE window_start = ? AND caller_identity IN ({marks})",
+            (units, units, window_start, *identities),
+        )
+
+    def forget_usage(self, before_window: int) -> int:
+        """Forget usage kept outside the database for windows before ``before_window``; how
+        many windows were forgotten (none here: the rows are pruned with the tables)."""
+        return 0
+
     def usage(self, identity: str, window_start: int) -> int:
         """Units the caller has spent in the window starting at ``window_start``."""
         rows = self._rows(
@@ -428,7 +585,8 @@ class Ledger(ABC):
 
 def _confirmation(row: tuple[Any, ...]) -> Confirmation:
     (cid, caller, _identity, tool, input_, input_hash, key, status, created_at, expires_at,
-     decided_at, decided_by, decision, _token, outcome) = row  # fmt: skip
+     decided_at, decided_by, decision, _token, outcome, module, fingerprint, thread_id,
+     reserved_units, reserved_window) = row  # fmt: skip
     return Confirmation(
         id=cid,
         caller=caller_from_json(json.loads(caller)),
@@ -443,4 +601,9 @@ def _confirmation(row: tuple[Any, ...]) -> Confirmation:
         decided_by=decided_by,
         decision=_load(decision),
         outcome=_load(outcome),
+        module=module,
+        fingerprint=fingerprint,
+        thread_id=thread_id,
+        reserved_units=int(reserved_units or 0),
+        reserved_window=None if reserved_window is None else int(reserved_window),
     )

@@ -92,6 +92,37 @@ class MemoryLedger(Ledger):
             self._usage[key] = spent
             return True
 
+    def charge_all(
+        self, identities: Sequence[str], window_start: int, units: int, limit: int
+    ) -> bool:
+        """As ``Ledger.charge_all``, under one lock: all or none."""
+        keys = [(identity, window_start) for identity in identities]
+        with self._lock:
+            self._open()
+            if units > limit or any(self._usage.get(key, 0) + units > limit for key in keys):
+                return False
+            for key in keys:
+                self._usage[key] = self._usage.get(key, 0) + units
+            return True
+
+    def refund_all(self, identities: Sequence[str], window_start: int, units: int) -> None:
+        """As ``Ledger.refund_all``."""
+        with self._lock:
+            self._open()
+            for identity in identities:
+                key = (identity, window_start)
+                if key in self._usage:
+                    self._usage[key] = max(0, self._usage[key] - units)
+
+    def forget_usage(self, before_window: int) -> int:
+        """Forget the usage of windows before ``before_window`` (pruning)."""
+        with self._lock:
+            self._open()
+            old = [key for key in self._usage if key[1] < before_window]
+            for key in old:
+                del self._usage[key]
+            return len(old)
+
     def usage(self, identity: str, window_start: int) -> int:
         """As ``Ledger.usage``."""
         with self._lock:

@@ -18,7 +18,7 @@ from typing import Any
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger, overrides_of
 from turnkit.registry.ledger.leases import HOLDER, POSTGRES_NOW, Lease, ThreadLeases
-from turnkit.registry.ledger.schema import TABLES
+from turnkit.registry.ledger.schema import ADDED_COLUMNS, INDEXES, TABLES
 from turnkit.registry.ledger.urls import postgres_target, shown
 
 __all__ = ["PostgresLedger", "reachable"]
@@ -68,11 +68,16 @@ class PostgresLedger(Ledger):
             raise
 
     def setup(self) -> None:
-        """Create the tables in one transaction under an advisory lock, so that processes
-        opening a fresh database at once do not race on ``CREATE TABLE IF NOT EXISTS``."""
+        """Create the tables (and add the columns an older turnkit's lack) in one transaction
+        under an advisory lock, so that processes opening a fresh database at once do not race
+        on ``CREATE TABLE IF NOT EXISTS``."""
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             for statement in TABLES:
+                conn.execute(statement)
+            for table, column, kind in ADDED_COLUMNS:  # a ledger of an older turnkit
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+            for statement in INDEXES:
                 conn.execute(statement)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:

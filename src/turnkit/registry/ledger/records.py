@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 from turnkit.registry.caller import Caller
 
-__all__ = ["Confirmation", "ConfirmationStatus", "IdempotencyRecord", "caller_from_json", "iso"]
+__all__ = [
+    "Confirmation",
+    "ConfirmationStatus",
+    "Cursor",
+    "IdempotencyRecord",
+    "Readable",
+    "caller_from_json",
+    "iso",
+]
 
-ConfirmationStatus: TypeAlias = Literal["pending", "running", "done", "rejected", "expired"]
-"""``pending`` until decided; ``running`` while an approved write runs; then ``done``,
-or ``rejected`` / ``expired`` without a write."""
+ConfirmationStatus: TypeAlias = Literal[
+    "pending", "running", "done", "rejected", "expired", "forbidden"
+]
+"""``pending`` until decided; ``running`` while an approved write runs; then ``done``, or without
+a write ``rejected`` (a person said no), ``expired`` (nobody decided in time) or ``forbidden``
+(the right it was held under is gone: its API key was revoked or expired)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,11 +60,84 @@ class Confirmation:
     """What was decided: ``{"kind": "approve" | "reject" | "edit", ...}``."""
     outcome: dict[str, Any] | None = None
     """The stored answer once decided and run; returned on every repeat."""
+    module: str | None = None
+    """The key of the module whose declaration of ``tool`` held the call."""
+    fingerprint: str | None = None
+    """The fingerprint of that declaration (``registry/declaration.py``): a door whose registry
+    declares ``tool`` differently does not decide it. None for confirmations made before
+    fingerprints were recorded."""
+    thread_id: str | None = None
+    """The conversation (LangGraph thread) whose turn made the held call, when it was a turn."""
+    reserved_units: int = 0
+    """Rate-limit units the hold reserved against its caller's budget: spent when it runs,
+    given back when it is rejected, expires or is refused."""
+    reserved_window: int | None = None
+    """The rate-limit window those units were reserved in."""
 
     @property
     def expires_at_iso(self) -> str:
         """``expires_at`` as an ISO 8601 UTC timestamp."""
         return iso(self.expires_at)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cursor:
+    """Where a page of confirmations ended: the next page starts after it."""
+
+    created_at: float
+    """The last confirmation's ``created_at``."""
+    id: str
+    """The last confirmation's id (confirmations held at the same instant are ordered by it)."""
+
+    @classmethod
+    def of(cls, confirmation: Confirmation) -> Cursor:
+        """The cursor after ``confirmation``."""
+        return cls(created_at=confirmation.created_at, id=confirmation.id)
+
+    def text(self) -> str:
+        """The cursor as an opaque URL-safe text (``?after=...``)."""
+        raw = json.dumps([self.created_at, self.id], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor | None:
+        """The cursor ``text`` names, or None when it names none (a typo, another API's)."""
+        if not 0 < len(text) <= 400:
+            return None
+        try:
+            created_at, cid = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except (ValueError, TypeError, binascii.Error):
+            return None
+        if not isinstance(created_at, int | float) or isinstance(created_at, bool):
+            return None
+        if not isinstance(cid, str) or not 0 < len(cid) <= 200 or "\x00" in cid:
+            return None
+        return cls(created_at=float(created_at), id=cid)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Readable:
+    """Which confirmations a reader may see: those held for it, and others' of some tools.
+
+    Example:
+        >>> Readable(identity="key:k1", others=None).sql()
+        ('caller_identity = ?', ['key:k1'])
+    """
+
+    identity: str
+    """The reader's own identity: the confirmations held for it are always readable."""
+    others: Literal["all"] | Collection[str] | None = None
+    """Others' confirmations it may see: of every tool, of these tools only, or none."""
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """The condition (and its parameters) for the ledger's ``WHERE``."""
+        if self.others == "all":
+            return "1 = 1", []
+        if not self.others:
+            return "caller_identity = ?", [self.identity]
+        tools = sorted(self.others)
+        marks = ", ".join("?" for _ in tools)
+        return f"(caller_identity = ? OR tool IN ({marks}))", [self.identity, *tools]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

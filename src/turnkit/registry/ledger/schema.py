@@ -25,7 +25,12 @@ TABLES = (
         decided_by TEXT,
         decision TEXT,
         token TEXT,
-        outcome TEXT
+        outcome TEXT,
+        module TEXT,
+        fingerprint TEXT,
+        thread_id TEXT,
+        reserved_units INTEGER NOT NULL DEFAULT 0,
+        reserved_window BIGINT
     )
     """,
     "CREATE INDEX IF NOT EXISTS turnkit_confirmations_status"
@@ -103,5 +108,33 @@ TABLES = (
 
 CONFIRMATION_COLUMNS = (
     "id, caller, caller_identity, tool, input, input_hash, idempotency_key, status, created_at,"
-    " expires_at, decided_at, decided_by, decision, token, outcome"
+    " expires_at, decided_at, decided_by, decision, token, outcome, module, fingerprint,"
+    " thread_id, reserved_units, reserved_window"
 )
+"""Every column of ``turnkit_confirmations``, in the order ``_confirmation`` reads them."""
+CONFIRMATION_TYPES = (
+    ("TEXT",) * 8 + ("DOUBLE PRECISION",) * 3 + ("TEXT",) * 7 + ("INTEGER", "BIGINT")
+)
+"""The type of each of ``CONFIRMATION_COLUMNS`` (an insert from a ``SELECT`` names them: the
+values have no column to take their type from there)."""
+
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("turnkit_confirmations", "module", "TEXT"),
+    ("turnkit_confirmations", "fingerprint", "TEXT"),
+    ("turnkit_confirmations", "thread_id", "TEXT"),
+    ("turnkit_confirmations", "reserved_units", "INTEGER NOT NULL DEFAULT 0"),
+    ("turnkit_confirmations", "reserved_window", "BIGINT"),
+)
+"""``(table, column, type)`` of columns added after a table was first created: ``setup`` adds
+each one an existing database lacks, so a ledger made by an older turnkit is upgraded in place
+(and the older turnkit still works on it: it never names them)."""
+
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS turnkit_confirmations_created"
+    " ON turnkit_confirmations (created_at, id)",
+    "CREATE INDEX IF NOT EXISTS turnkit_idempotency_created ON turnkit_idempotency (created_at)",
+    "CREATE INDEX IF NOT EXISTS turnkit_audit_at ON turnkit_audit (at)",
+    "CREATE INDEX IF NOT EXISTS turnkit_rate_usage_window ON turnkit_rate_usage (window_start)",
+)
+"""Indexes on columns that may have been added by ``ADDED_COLUMNS``, or that pruning and paging
+read: created after the upgrade."""
