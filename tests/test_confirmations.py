@@ -171,8 +171,9 @@ def test_a_confirm_token_cannot_be_forged(executor, key, shop):
     again = executor.execute(
         key, "shop.delete_product", {"sku": "TEA-0001"}, {"confirm_token": cid}
     )
-    assert again["status"] == "confirmation_required"
-    assert again["confirmation_id"] != cid
+    assert again["error"]["code"] == "forbidden"  # refused: neither run nor held again
+    assert "runs nothing" in again["error"]["message"]
+    assert [c.id for c in executor.ledger.list_confirmations()] == [cid]
     assert shop.writes() == []
 
 
@@ -206,8 +207,11 @@ def test_two_processes_approving_at_once_run_the_write_exactly_once(
 
 
 def test_an_approval_refused_by_the_rate_limit_stays_pending_and_can_be_approved_later(
-    executor, alice, shop, clock, held
+    executor, alice, shop, clock
 ):
+    executor.ledger.set_setting("rate_limit_units", 0)  # held with rate limits off: none reserved
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    held = executor.execute(alice, "shop.set_prices", prices("TEA-0001"))["confirmation_id"]
     executor.ledger.set_setting("rate_limit_units", 1)
     assert executor.execute(alice, "shop.list_products", {})["status"] == "ok"  # spends the window
     refused = executor.confirm(held, alice, "approve")

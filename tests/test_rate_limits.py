@@ -1,6 +1,9 @@
 """Rate limits (DESIGN §4 step 8): calls are charged their cost to the caller's window, read from
 the ledger's settings at call time; the call that does not fit answers ``rate_limited`` and does
-not run; replays, dry runs and held writes are not charged."""
+not run; replays and dry runs are not charged. A hold reserves its cost when it is made (a hold is
+work for a person: it is not free); its approved write is not charged again, and a hold that never
+runs (rejected, expired, refused) gives its units back. A key's calls are charged to the key and to
+its user: a user's keys share one budget."""
 
 from __future__ import annotations
 
@@ -360,44 +363,69 @@ def test_a_dry_run_is_not_charged_and_reports_its_cost(executor, key, clock, uni
     assert len(shop.writes()) == 1
 
 
-def test_a_held_write_is_not_charged_until_it_is_approved(
+def test_a_hold_reserves_its_cost_and_its_approved_write_is_not_charged_again(
     executor, alice, clock, units, ledger, shop
 ):
     ledger.set_setting("api_session_write_modules", ["shop"])
     units(1)
     held = [executor.execute(alice, "shop.set_prices", prices(sku, price=9.0)) for sku in skus(3)]
-    assert [answer["status"] for answer in held] == ["confirmation_required"] * 3
-    assert used(executor, alice, clock) == 0
+    assert held[0]["status"] == "confirmation_required"
+    assert_rate_limited(held[1])  # a hold is not free: no room, no hold
+    assert_rate_limited(held[2])
+    assert len(executor.ledger.list_confirmations()) == 1
+    assert used(executor, alice, clock) == 1
     assert shop.writes() == []
 
     outcome = executor.confirm(held[0]["confirmation_id"], alice, "approve")
     assert assert_ok(outcome) == {"updated": 1}
-    assert used(executor, alice, clock) == 1
+    assert used(executor, alice, clock) == 1  # settled: the reserved units were the charge
     assert len(shop.writes()) == 1
 
 
-def test_a_write_is_held_even_when_the_budget_is_spent(executor, alice, clock, units, ledger, shop):
+@pytest.mark.parametrize("ending", ["reject", "expire"])
+def test_a_hold_that_never_runs_gives_its_units_back(
+    executor, alice, clock, units, ledger, shop, ending
+):
+    ledger.set_setting("api_session_write_modules", ["shop"])
+    ledger.set_setting("confirmation_ttl", 5)
+    units(1)
+    held = executor.execute(alice, "shop.set_prices", prices())["confirmation_id"]
+    assert used(executor, alice, clock) == 1
+    if ending == "reject":
+        assert executor.confirm(held, alice, "reject")["status"] == "rejected"
+    else:
+        clock.now += 5
+        assert executor.confirmation(held).status == "expired"
+    assert used(executor, alice, clock) == 0
+    assert executor.execute(alice, "shop.set_prices", prices())["status"] == (
+        "confirmation_required"
+    )
+    assert shop.writes() == []
+
+
+def test_a_write_is_not_held_when_the_budget_is_spent(executor, alice, clock, units, ledger, shop):
     ledger.set_setting("api_session_write_modules", ["shop"])
     units(1)
     assert_ok(executor.execute(alice, "shop.list_products", {}))
     assert_rate_limited(executor.execute(alice, "shop.list_products", {}))
-    held = executor.execute(alice, "shop.set_prices", prices())
-    assert held["status"] == "confirmation_required"
-    assert used(executor, alice, clock) == 1
+    assert_rate_limited(executor.execute(alice, "shop.set_prices", prices()))
+    assert executor.ledger.list_confirmations() == []
 
     clock.now += WINDOW
+    held = executor.execute(alice, "shop.set_prices", prices())
+    assert held["status"] == "confirmation_required"
     assert assert_ok(executor.confirm(held["confirmation_id"], alice, "approve")) == {"updated": 1}
     assert used(executor, alice, clock) == 1
     assert len(shop.writes()) == 1
 
 
-def test_a_batch_held_by_the_batch_rule_is_charged_its_cost_on_approval(
+def test_a_batch_held_by_the_batch_rule_reserves_its_cost_when_held(
     executor, key, clock, units, shop
 ):
     units(10)
     held = executor.execute(key, "shop.set_prices", prices(*skus(80)))
     assert held["status"] == "confirmation_required"
-    assert used(executor, key, clock) == 0
+    assert used(executor, key, clock) == 2
     assert assert_ok(executor.confirm(held["confirmation_id"], key, "approve")) == {"updated": 80}
     assert used(executor, key, clock) == 2
     assert len(shop.writes()) == 1
@@ -406,15 +434,22 @@ def test_a_batch_held_by_the_batch_rule_is_charged_its_cost_on_approval(
 # --- callers ----------------------------------------------------------------------------------
 
 
-def test_each_caller_has_its_own_budget(executor, key, alice, clock, units):
+def test_each_caller_has_its_own_budget_and_a_users_keys_share_one(
+    executor, key, alice, clock, units
+):
     units(2)
     other_key = Caller.key("key-2", user_id="alice", scopes={"shop.products:read"})
+    bobs_key = Caller.key("key-3", user_id="bob", scopes={"shop.products:read"})
     bob = Caller.session("bob")
     for _ in range(2):
         assert_ok(executor.execute(key, "shop.list_products", {}))
     assert_rate_limited(executor.execute(key, "shop.list_products", {}))
+    # a second key of alice's draws on her user's budget too: more keys are no more budget
+    assert_rate_limited(executor.execute(other_key, "shop.list_products", {}))
+    assert used(executor, other_key, clock) == 0
+    assert executor.ledger.usage("user:alice", int(clock.now // WINDOW)) == 2
 
-    for caller in (other_key, alice, bob):  # alice's session is not her key
+    for caller in (alice, bob, bobs_key):  # alice's session is not her key; bob is not alice
         assert_ok(executor.execute(caller, "shop.list_products", {}))
         assert used(executor, caller, clock) == 1
     assert used(executor, key, clock) == 2

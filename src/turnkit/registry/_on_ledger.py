@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from turnkit.registry._effects import OnLedger
-from turnkit.registry.ledger.records import Confirmation, ConfirmationStatus
+from turnkit.registry.ledger.records import Confirmation, ConfirmationStatus, Readable
 
 
 def settings() -> OnLedger:
@@ -35,9 +35,27 @@ def confirmation_for_token(token: str) -> OnLedger:
     return OnLedger(lambda ledger: ledger.confirmation_for_token(token))
 
 
-def create_confirmation(confirmation: Confirmation) -> OnLedger:
-    """Store a new pending confirmation."""
-    return OnLedger(lambda ledger: ledger.create_confirmation(confirmation))
+def create_confirmation(confirmation: Confirmation, max_pending: int | None) -> OnLedger:
+    """Store a new pending confirmation within its caller's cap; whether it was stored."""
+    return OnLedger(
+        lambda ledger: ledger.create_confirmation(confirmation, max_pending=max_pending)
+    )
+
+
+def pending_of(identity: str) -> OnLedger:
+    """Every pending confirmation held for ``identity`` (expired ones too), oldest first."""
+    readable = Readable(identity=identity)
+    return OnLedger(lambda ledger: ledger.list_confirmations(status="pending", readable=readable))
+
+
+def pending_expiries(identity: str, now: float) -> OnLedger:
+    """When each pending confirmation of ``identity`` expires, soonest first."""
+    return OnLedger(lambda ledger: ledger.pending_expiries(identity, now))
+
+
+def use_token(confirmation_id: str, token: str) -> OnLedger:
+    """Spend an approved write's run token; whether this call may run it."""
+    return OnLedger(lambda ledger: ledger.use_token(confirmation_id, token))
 
 
 def claim_confirmation(
@@ -137,11 +155,25 @@ def release_idempotency(identity: str, tool: str, key: str) -> OnLedger:
     return OnLedger(lambda ledger: ledger.release_idempotency(identity, tool, key))
 
 
-def charge(identity: str, window_start: int, units: int, limit: int) -> OnLedger:
-    """Charge ``units`` in the window when they fit under ``limit``; whether they did."""
-    return OnLedger(lambda ledger: ledger.charge(identity, window_start, units, limit))
+def charge(identities: tuple[str, ...], window_start: int, units: int, limit: int) -> OnLedger:
+    """Charge ``units`` to each budget in the window when they fit under ``limit`` in all;
+    whether they did."""
+    if len(identities) == 1:
+        (identity,) = identities
+        return OnLedger(lambda ledger: ledger.charge(identity, window_start, units, limit))
+    return OnLedger(lambda ledger: ledger.charge_all(identities, window_start, units, limit))
+
+
+def refund(identities: tuple[str, ...], window_start: int, units: int) -> OnLedger:
+    """Give ``units`` back to each budget in the window (a hold that will not run)."""
+    return OnLedger(lambda ledger: ledger.refund_all(identities, window_start, units))
 
 
 def audit(row: dict[str, Any]) -> OnLedger:
     """Write one audit row (``Ledger.audit``'s fields)."""
     return OnLedger(lambda ledger: ledger.audit(**row))
+
+
+def get_key(key_id: str) -> OnLedger:
+    """The API key ``key_id`` as the ledger keeps it now (revoked or expired too), or None."""
+    return OnLedger(lambda ledger: ledger.keys.get(key_id))

@@ -34,6 +34,7 @@ from turnkit.registry._effects import (
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
+from turnkit.registry.declaration import fingerprint
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
@@ -46,6 +47,8 @@ POLL_SECONDS = 0.02
 """How often a call waiting for another process's outcome looks again."""
 WAIT_GRACE = 1.0
 """Seconds beyond the handler timeout that a waiting call waits before answering in_progress."""
+IN_PROGRESS_RETRY = 1.0
+"""Seconds after which a repeat that did not wait (over HTTP) is told to ask again."""
 OUTCOME_UNKNOWN = (
     "the {what} was started but never finished (its process stopped or it was cancelled): the"
     " write may or may not have happened. Check the data before trying again."
@@ -70,6 +73,11 @@ class Call:
     """True once the handler was started: from then on the write may have happened."""
     reserved_at: float | None = None
     """When this call reserved its idempotency key (a repeat's staleness counts from it)."""
+    thread: str | None = None
+    """The conversation (thread) whose turn makes the call; kept with a hold."""
+    wait: bool = True
+    """Whether a repeat of a running idempotency key waits for the first call's outcome (in
+    process) or answers ``in_progress`` at once (over HTTP: the client retries)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +168,12 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     )
     checked = Checked(tool=tool, value=value, digest=digest, ctx=ctx, settings=settings)
     approved = None if dry else (yield from _approved(call, tool, digest))
+    if isinstance(approved, dict):  # a token that runs nothing (spent, or not this call's)
+        return approved
     if approved is not None:
         call.confirmation_id = approved.id
         answer = yield from _hold_charge_run(env, call, checked, approved)
-        if approved.idempotency_key is not None and not answers.is_error(answer, "rate_limited"):
+        if approved.idempotency_key is not None and not answers.ran_nothing(answer):
             yield on_ledger.store_idempotency(
                 caller.identity, tool.name, approved.idempotency_key, answer
             )
@@ -196,7 +206,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
             yield on_ledger.release_idempotency(caller.identity, tool.name, key)
         raise
     if key is not None:
-        if answers.is_error(answer, "rate_limited"):
+        if answers.ran_nothing(answer):  # nothing was held or run: a retry may go ahead
             yield on_ledger.release_idempotency(caller.identity, tool.name, key)
         else:
             yield on_ledger.store_idempotency(caller.identity, tool.name, key, answer)
@@ -223,8 +233,17 @@ def _cost(tool: Tool, value: Any) -> Steps[int]:
     return steps.cost_of(tool, value)
 
 
-def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]:
-    """The confirmation whose approved write this call runs, when its ``confirm_token`` is valid."""
+TOKEN_REFUSED = (
+    "this confirm_token runs nothing: a token runs the one approved write it was made for, once"
+    " (it was spent, or it is not this call's). Held writes are decided by a person: approve"
+    " the confirmation instead"
+)
+
+
+def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | Answer | None]:
+    """The confirmation whose approved write this call runs: its ``confirm_token`` is spent here,
+    by the one call it was made for (the same caller, tool, declaration and input); a call
+    carrying any other token is refused (an answer), never run or held instead."""
     token = call.control.get("confirm_token")
     if token is None:
         return None
@@ -234,8 +253,10 @@ def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | None]
         or found.caller.identity != call.caller.identity
         or found.tool != tool.name
         or found.input_hash != digest
+        or (found.fingerprint is not None and found.fingerprint != fingerprint(tool))
+        or not (yield on_ledger.use_token(found.id, token))
     ):
-        return None
+        return answers.error("forbidden", TOKEN_REFUSED)
     return found
 
 
@@ -247,47 +268,19 @@ def _hold_charge_run(
     )  # fmt: skip
     now = env.clock()
 
-    # 7. hold for a person, unless a person approved this very call
-    if approved is None and (yield from _needs_hold(tool, caller, value, ctx)):
-        confirmation = Confirmation(
-            id=str(uuid.uuid4()),
-            caller=caller,
-            tool=tool.name,
-            input=value,
-            input_hash=checked.digest,
-            idempotency_key=ctx.idempotency_key,
-            status="pending",
-            created_at=now,
-            expires_at=now + settings.confirmation_ttl,
-        )
-        yield on_ledger.create_confirmation(confirmation)
-        return answers.held(confirmation.id, iso(confirmation.expires_at))
-
-    # 8. rate limit
+    # 7. hold for a person, unless a person approved this very call; the hold reserves its
+    # cost now (a hold is work a person must do: it is not free)
     cost = yield from _cost(tool, value)
-    if 0 < settings.rate_limit_units < cost:
-        return answers.error(
-            "rate_limited",
-            f"this call costs {cost} units, more than the whole budget of"
-            f" {settings.rate_limit_units} per window: it can never run; send smaller calls",
-            retry_after=None,
-            cost=cost,
-            limit=settings.rate_limit_units,
-        )
-    if settings.rate_limit_units > 0:
-        window = settings.rate_limit_window
-        index = int(now // window)
-        charged = yield on_ledger.charge(caller.identity, index, cost, settings.rate_limit_units)
-        if not charged:
-            retry_after = round((index + 1) * window - now, 3)
-            return answers.error(
-                "rate_limited",
-                f"rate limit reached: {settings.rate_limit_units} units per {window:g} s;"
-                f" this call costs {cost}. Try again in {retry_after:g} s",
-                retry_after=retry_after,
-                cost=cost,
-                limit=settings.rate_limit_units,
-            )
+    if approved is None and (yield from _needs_hold(tool, caller, value, ctx)):
+        return (yield from _hold(env, call, checked, cost, now))
+
+    # 8. rate limit (an approved write spent its units when it was held)
+    if approved is not None:
+        cost -= approved.reserved_units
+    if cost > 0:
+        refused, _ = yield from _charge(caller, cost, settings, now)
+        if refused is not None:
+            return refused
 
     # 9. run the handler
     run_ctx = CallContext(
@@ -313,6 +306,80 @@ def _hold_charge_run(
         call.started = False
         raise
     return _result_answer(call, tool, outcome, settings)
+
+
+def _hold(env: Environment, call: Call, checked: Checked, cost: int, now: float) -> Steps[Answer]:
+    """Step 7: store a pending confirmation, its cost reserved, within the caller's cap."""
+    caller, tool, settings = call.caller, checked.tool, checked.settings
+    refused, window = yield from _charge(caller, cost, settings, now)
+    if refused is not None:
+        return refused
+    confirmation = Confirmation(
+        id=str(uuid.uuid4()),
+        caller=caller,
+        tool=tool.name,
+        input=checked.value,
+        input_hash=checked.digest,
+        idempotency_key=checked.ctx.idempotency_key,
+        status="pending",
+        created_at=now,
+        expires_at=now + settings.confirmation_ttl,
+        module=tool.module,
+        fingerprint=fingerprint(tool),
+        thread_id=call.thread,
+        reserved_units=0 if window is None else cost,
+        reserved_window=window,
+    )
+    cap = settings.max_pending_holds or None
+    if (yield on_ledger.create_confirmation(confirmation, max_pending=cap)):
+        return answers.held(confirmation.id, iso(confirmation.expires_at))
+    if window is not None:
+        yield on_ledger.refund(steps.budgets(caller), window, cost)
+    expiries: list[float] = yield on_ledger.pending_expiries(caller.identity, now)
+    retry_after = round(max(1.0, (expiries[0] if expiries else now + 1) - now), 3)
+    return answers.error(
+        "too_many_pending",
+        f"{len(expiries) or cap} writes of this caller already wait for a person's decision, the"
+        f" most allowed (setting 'max_pending_holds' = {cap}): nothing was held. Have them"
+        f" decided first, or try again in {retry_after:g} s, when the oldest expires",
+        retry_after=retry_after,
+        limit=cap,
+        pending=len(expiries),
+    )
+
+
+def _charge(
+    caller: Caller, cost: int, settings: Settings, now: float
+) -> Steps[tuple[Answer | None, int | None]]:
+    """Step 8: charge ``cost`` to the caller's budgets (a key's and its user's) in this window.
+
+    ``(refusal, None)`` when there is no room; ``(None, window)`` once charged; ``(None, None)``
+    when rate limits are off."""
+    limit = settings.rate_limit_units
+    if limit <= 0:
+        return None, None
+    if cost > limit:
+        return answers.error(
+            "rate_limited",
+            f"this call costs {cost} units, more than the whole budget of {limit} per window:"
+            " it can never run; send smaller calls",
+            retry_after=None,
+            cost=cost,
+            limit=limit,
+        ), None
+    window = settings.rate_limit_window
+    index = int(now // window)
+    if (yield on_ledger.charge(steps.budgets(caller), index, cost, limit)):
+        return None, index
+    retry_after = round((index + 1) * window - now, 3)
+    return answers.error(
+        "rate_limited",
+        f"rate limit reached: {limit} units per {window:g} s; this call costs {cost}."
+        f" Try again in {retry_after:g} s",
+        retry_after=retry_after,
+        cost=cost,
+        limit=limit,
+    ), None
 
 
 def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Settings) -> Answer:
@@ -377,6 +444,13 @@ def _replay(
         unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}"))
         yield on_ledger.abandon_idempotency(*where, unknown, stale_before)
         record = yield on_ledger.get_idempotency(*where)
+    if record.state == "running" and not call.wait:
+        return answers.error(
+            "in_progress",
+            f"the first call with idempotency key {key[:80]!r} is still running: send this"
+            f" request again in {IN_PROGRESS_RETRY:g} s for its answer (nothing ran for this one)",
+            retry_after=IN_PROGRESS_RETRY,
+        )
     deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
     while record is not None and record.state == "running" and time.monotonic() < deadline:
         yield Pause(POLL_SECONDS)

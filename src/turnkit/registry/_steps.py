@@ -171,18 +171,31 @@ def cost_of(tool: Tool, value: dict[str, Any]) -> int:
     return 1
 
 
-HoldRule: TypeAlias = Literal["person", "always", "input", "input or batch", "batch", "never"]
+def budgets(caller: Caller) -> tuple[str, ...]:
+    """The rate-limit budgets a call of ``caller`` is charged to: its own, and for a key its
+    owner's too (``user:<id>``), so a user's keys share one budget beside each key's own."""
+    if caller.kind == "key" and caller.user_id is not None:
+        return (caller.identity, f"user:{caller.user_id}")
+    return (caller.identity,)
+
+
+HoldRule: TypeAlias = Literal[
+    "person", "operator", "always", "input", "input or batch", "batch", "never"
+]
 """When calls of a tool are held, before any input is known (``hold_rule``)."""
 
 
-def hold_rule(tool: Tool, caller: Caller) -> HoldRule:
+def hold_rule(tool: Tool, caller: Caller, settings: Settings | None = None) -> HoldRule:
     """``needs_hold`` as far as it goes without an input: ``person`` (a session's write: the
-    agent acts for a person), ``always`` (``danger="always"``), ``input`` (a danger check decides
-    per input), ``batch`` (an admin write with a list longer than ``confirm_batch_over``), ``input
+    agent acts for a person), ``operator`` (a key's write while the setting ``hold_key_writes``
+    holds them all), ``always`` (``danger="always"``), ``input`` (a danger check decides per
+    input), ``batch`` (an admin write with a list longer than ``confirm_batch_over``), ``input
     or batch`` (both: the batch rule holds whatever an admin write's danger check says), or
-    ``never``."""
+    ``never``. The one statement of the hold rule, for every door (README, "The hold rule")."""
     if tool.is_write and caller.kind == "session":
         return "person"
+    if tool.is_write and caller.kind == "key" and settings is not None and settings.hold_key_writes:
+        return "operator"
     if tool.danger == "always":
         return "always"
     batch = tool.audience == "admin" and tool.is_write
@@ -197,8 +210,8 @@ def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallConte
 
     A danger check that raises holds the call: when in doubt, ask a person.
     """
-    rule = hold_rule(tool, caller)
-    if rule in ("person", "always"):
+    rule = hold_rule(tool, caller, ctx.settings)
+    if rule in ("person", "operator", "always"):
         return True
     over = longest_list(value) > ctx.settings.confirm_batch_over
     if rule in ("batch", "input or batch") and over:

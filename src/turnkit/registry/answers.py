@@ -20,6 +20,7 @@ __all__ = [
     "held",
     "is_error",
     "ok",
+    "ran_nothing",
     "rejected",
     "replayed",
 ]
@@ -40,8 +41,14 @@ ErrorCode: TypeAlias = Literal[
     "timeout",
     "tool_error",
     "outcome_unknown",
+    "too_many_pending",
+    "cannot_decide_here",
 ]
 """Every error code an answer can carry."""
+
+NOTHING_RAN: frozenset[str] = frozenset({"rate_limited", "too_many_pending"})
+"""Codes of answers for which nothing was held or run and nothing is kept: the same call may be
+sent again, with the same idempotency key, and go ahead."""
 
 
 def ok(result: Any) -> Answer:
@@ -88,3 +95,9 @@ def is_error(answer: Answer, code: ErrorCode | None = None) -> bool:
     if answer.get("status") != "error":
         return False
     return code is None or answer["error"]["code"] == code
+
+
+def ran_nothing(answer: Answer) -> bool:
+    """True when ``answer`` held and ran nothing, and nothing of it is kept (``NOTHING_RAN``):
+    a rate limit, a cap of pending holds. Its idempotency key is released for a retry."""
+    return answer.get("status") == "error" and answer["error"]["code"] in NOTHING_RAN

@@ -30,7 +30,9 @@ from turnkit.registry._pipeline import (
 from turnkit.registry.answers import Answer
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CONTROL_FIELDS
-from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.registry.door import door_refusal
+from turnkit.registry.ledger.keys import ApiKey
+from turnkit.registry.ledger.records import Confirmation, ConfirmationStatus, iso
 from turnkit.registry.visibility import Allow
 
 __all__ = [
@@ -41,6 +43,9 @@ __all__ = [
     "confirm_steps",
     "could_be_id",
     "current_steps",
+    "decides_for_others",
+    "key_gone",
+    "key_holds_steps",
     "parse_decision",
     "refusal_for_others",
 ]
@@ -72,6 +77,13 @@ def refusal_for_others(
     if allow != "all" and held.tool not in allow:
         return f"{who}, for {held.tool!r}, which this key's allow list leaves out"
     return None
+
+
+def decides_for_others(decider: Caller, permissions: Collection[str]) -> bool:
+    """Whether ``decider`` (holding ``permissions`` now) may decide confirmations held for others
+    (those of the tools its allow list names, for a key that has one): ``refusal_for_others``'s
+    rule without a confirmation at hand, for listing."""
+    return CONFIRM_ANY in permissions and (decider.kind != "key" or DECIDE_SCOPE in decider.scopes)
 
 
 DecisionAction: TypeAlias = Literal["approve", "reject", "edit"]
@@ -193,7 +205,8 @@ def confirm_steps(
         refused = refusal_for_others(decider, held, permissions, allow)
         if refused is not None:
             return answers.error("forbidden", refused)
-    settings = yield from settings_now(env)
+    overrides = yield on_ledger.settings()
+    settings = env.defaults.merged(overrides)
     now = env.clock()
     if held.status == "pending" and held.expires_at <= now:
         yield from _expire(held, now)
@@ -201,19 +214,28 @@ def confirm_steps(
     if held.status != "pending":
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
 
-    if parsed.action == "reject":
+    if parsed.action == "reject":  # runs nothing: any door may reject, whatever it declares
         outcome = answers.rejected(parsed.message)
-        closed = yield on_ledger.close_confirmation(
-            held.id,
-            status="rejected",
-            outcome=outcome,
-            now=now,
-            decided_by=decider.identity,
-            decision=parsed.to_json(),
-        )
+        closed = yield from _close(held, "rejected", outcome, now, decider, parsed)
         if not closed:  # another process decided first, or the time ran out just now
             return (yield from _decided_before(env, held.id, settings.handler_timeout))
         return (yield from _settled(env, held.id, settings.handler_timeout))
+
+    blocked = yield from door_refusal(env, held, settings, overrides)
+    if blocked is not None:  # this door cannot run it as it was held: it stays pending
+        return blocked
+    # the write runs as the held caller with their rights now: the deciding caller when it is
+    # them (a key's scopes and allow list as the request carried them), else as held
+    himself = decider.identity == held.caller.identity
+    runner, run_allow = (decider, allow) if himself else (held.caller, "all")
+    if held.caller.kind == "key":  # the key the write was held under, as the ledger has it now
+        key = yield on_ledger.get_key(held.caller.key_id or "")
+        if key is not None:  # (None: a key the application keeps itself, not in the ledger)
+            gone = key.refused(now)
+            if gone is not None:
+                return (yield from _refuse_revoked(env, held, gone, now, decider, parsed))
+            if not himself:
+                runner, run_allow = key.caller, key.allowed
 
     new_input, new_hash = None, None
     if parsed.action == "edit":
@@ -232,14 +254,15 @@ def confirm_steps(
     )
     if not won:  # another process decided first, or the time ran out just now
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
-    run = Call(  # the held caller deciding runs with their caller now (a key's current scopes)
-        caller=decider if decider.identity == held.caller.identity else held.caller,
+    run = Call(  # as the held caller with their rights now (a key's scopes and allow list)
+        caller=runner,
         name=held.tool,
         input=held.input if new_input is None else new_input,
         control={"confirm_token": token},
-        allow=allow if decider.identity == held.caller.identity else "all",
+        allow=run_allow,
         call_id=str(uuid.uuid4()),
         confirmation_id=held.id,
+        thread=held.thread_id,
     )
     try:
         outcome = yield from execute_steps(env, run)
@@ -300,8 +323,73 @@ def _expire(held: Confirmation, now: float) -> Steps[None]:
         "confirmation_expired",
         f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
     )
-    yield on_ledger.close_confirmation(
-        held.id, status="expired", outcome=expired, now=now, only_expired=True
+    yield from _close(held, "expired", expired, now)
+
+
+def _close(
+    held: Confirmation,
+    status: ConfirmationStatus,
+    outcome: Answer,
+    now: float,
+    decider: Caller | str | None = None,
+    decision: Decision | None = None,
+) -> Steps[bool]:
+    """End a pending confirmation without a write (rejected, expired, refused) and give back
+    the rate-limit units its hold reserved; whether this call closed it."""
+    closed: bool = yield on_ledger.close_confirmation(
+        held.id,
+        status=status,
+        outcome=outcome,
+        now=now,
+        decided_by=decider.identity if isinstance(decider, Caller) else decider,
+        decision=None if decision is None else decision.to_json(),
+        only_expired=status == "expired",
+    )
+    if closed and held.reserved_units and held.reserved_window is not None:
+        units, window = held.reserved_units, held.reserved_window
+        yield on_ledger.refund(steps.budgets(held.caller), window, units)
+    return closed
+
+
+def _refuse_revoked(
+    env: Environment,
+    held: Confirmation,
+    gone: str,
+    now: float,
+    decider: Caller,
+    decision: Decision,
+) -> Steps[Answer]:
+    """Close a confirmation whose API key was revoked or expired: ``forbidden``, nothing ran."""
+    closed = yield from _close(held, "forbidden", key_gone(gone), now, decider, decision)
+    timeout = env.defaults.handler_timeout  # nothing runs: no write to wait for
+    if not closed:
+        return (yield from _decided_before(env, held.id, timeout))
+    return (yield from _settled(env, held.id, timeout))
+
+
+def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
+    """Close every pending confirmation held under ``key`` as ``forbidden`` when the key was
+    revoked or has expired (``turnkit keys revoke`` does it at once; deciding one does it too);
+    how many were closed. ``by``: who is recorded as having closed them."""
+    now = env.clock()
+    gone = key.refused(now)
+    if gone is None:
+        return 0
+    found: list[Confirmation] = yield on_ledger.pending_of(key.caller.identity)
+    closed = 0
+    for held in found:
+        closed += bool((yield from _close(held, "forbidden", key_gone(gone), now, by)))
+    return closed
+
+
+def key_gone(refused: str) -> Answer:
+    """The outcome of a write held under an API key that was revoked or expired since
+    (``ApiKey.refused``'s reason): forbidden, nothing ran."""
+    reason = "key expired" if " expired at " in refused else "key revoked"
+    return answers.error(
+        "forbidden",
+        f"{refused}: the write it asked for does not run (a key's holds end with it)",
+        reason=reason,
     )
 
 

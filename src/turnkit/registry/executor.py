@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from turnkit.registry import _on_ledger as on_ledger
+from turnkit.registry import _steps as steps
 from turnkit.registry._effects import Environment, Permissions, adrive, drive
 from turnkit.registry._memo import remember
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
@@ -30,9 +31,11 @@ from turnkit.registry.confirmations import (
     Decision,
     confirm_steps,
     current_steps,
+    key_holds_steps,
     refusal_for_others,
 )
 from turnkit.registry.ledger import Confirmation, Ledger, MemoryLedger
+from turnkit.registry.ledger.keys import ApiKey
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
@@ -230,11 +233,14 @@ class Executor:
                 )  # fmt: skip
 
     @staticmethod
-    def hold_rule(caller: Caller, tool: Tool) -> HoldRule:
+    def hold_rule(caller: Caller, tool: Tool, settings: Settings | None = None) -> HoldRule:
         """When ``caller``'s calls of ``tool`` wait for a person: ``person`` (the agent acts for
-        a signed-in user), ``always``, ``input`` (the tool's danger check decides per call),
-        ``batch`` (a list over ``confirm_batch_over``) or ``never``; step 7 applies this rule."""
-        return hold_rule(tool, caller)
+        a signed-in user), ``operator`` (a key's write, and the setting ``hold_key_writes`` is
+        on), ``always``, ``input`` (the tool's danger check decides per call), ``batch`` (a list
+        over ``confirm_batch_over``) or ``never``; step 7 applies this rule. ``settings``: those
+        in force (``settings_now()``); without them the operator's ``hold_key_writes`` is not
+        known and a key's write is told by its tool alone."""
+        return hold_rule(tool, caller, settings)
 
     @staticmethod
     def input_schema(tool: Tool) -> dict[str, Any]:
@@ -252,6 +258,8 @@ class Executor:
         *,
         allow: Allow = "all",
         settings: Settings | None = None,
+        thread: str | None = None,
+        wait: bool = True,
     ) -> Answer:
         """Run ``name`` with ``input`` for ``caller`` through the ten steps; never raises for bad
         input, only answers (``{"executed": ..., "status": ...}``).
@@ -261,8 +269,12 @@ class Executor:
         ``settings_now()`` (the turn graph reads them once per run and hands them to each call);
         by default they are read from the ledger for this call. Settings built any other way
         replace the operator's overrides for the call: pass only what ``settings_now()`` gave.
+        ``thread``: the conversation the call belongs to, kept with a hold (listed and filtered
+        by it). ``wait``: a repeat of an idempotency key whose first call still runs waits for
+        its answer (up to ``handler_timeout`` + 1 s; the default, for code in one process) or,
+        with False, answers ``in_progress`` at once with ``retry_after`` (what REST and MCP do).
         """
-        call = self._call(caller, name, input, control, allow, settings)
+        call = self._call(caller, name, input, control, allow, settings, thread, wait)
         return drive(execute_steps(self._env, call), self._env)
 
     async def aexecute(
@@ -274,9 +286,11 @@ class Executor:
         *,
         allow: Allow = "all",
         settings: Settings | None = None,
+        thread: str | None = None,
+        wait: bool = True,
     ) -> Answer:
         """Async twin of ``execute``: sync handlers and ledger work run in worker threads."""
-        call = self._call(caller, name, input, control, allow, settings)
+        call = self._call(caller, name, input, control, allow, settings, thread, wait)
         return await adrive(execute_steps(self._env, call), self._env)
 
     @staticmethod
@@ -287,6 +301,8 @@ class Executor:
         control: Mapping[str, Any] | None,
         allow: Allow,
         settings: Settings | None,
+        thread: str | None,
+        wait: bool,
     ) -> Call:
         if not isinstance(caller, Caller):
             raise TypeError(f"caller must be a turnkit Caller, got {type(caller).__name__}")
@@ -298,6 +314,8 @@ class Executor:
             allow=allow,
             call_id=str(uuid.uuid4()),
             settings=settings,
+            thread=thread if isinstance(thread, str) and steps.plain_text(thread) else None,
+            wait=wait,
         )
 
     # --- confirmations ----------------------------------------------------------------------
@@ -332,6 +350,12 @@ class Executor:
         """Async twin of ``confirm``."""
         steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
         return await adrive(steps, self._env)
+
+    def end_key_holds(self, key: ApiKey, *, by: str = "operator") -> int:
+        """Close every write still held under ``key`` as ``forbidden`` ("key revoked" or "key
+        expired") when the key can no longer be used; how many were closed (none while it can).
+        Deciding one of them closes it so too; ``turnkit keys revoke`` calls this at once."""
+        return drive(key_holds_steps(self._env, key, by), self._env)
 
     def confirmation(self, confirmation_id: str) -> Confirmation | None:
         """The confirmation ``confirmation_id`` as it stands now, or None when there is none.
