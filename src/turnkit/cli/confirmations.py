@@ -31,7 +31,8 @@ from turnkit.cli.options import (
     records,
     session,
 )
-from turnkit.cli.session import SWITCH, Session
+from turnkit.cli.session import Session
+from turnkit.registry import answers
 from turnkit.registry.caller import Caller
 from turnkit.registry.confirmations import CONFIRM_ANY
 from turnkit.registry.ledger import Confirmation
@@ -141,6 +142,9 @@ def _decide(
             now = opened.executor.confirmation(held.id) or held
             console.print(f"already decided: {escape(render.decided(now))}; nothing ran now")
             raise typer.Exit(ALREADY_DECIDED)
+        if answers.is_error(answer, "cannot_decide_here"):  # this command's configuration
+            console.print(f"[red]{escape(answer['error']['message'])}[/]")
+            raise typer.Exit(USAGE)
         render.outcome(console, answer)
         if answer.get("status") == "error":
             after = opened.executor.confirmation(held.id)
@@ -198,16 +202,4 @@ def _cannot_approve(opened: Session, held: Confirmation) -> str | None:
             f" {tool.permission!r}, and this command cannot tell who holds it: pass --permissions"
             " package.module:provider (your application's permission provider)"
         )
-    switch = opened.executor.settings_now().api_session_write_modules
-    if (
-        held.caller.kind == "session"
-        and tool.is_write
-        and tool.module not in switch
-        and SWITCH not in opened.storage.ledger.settings()
-    ):
-        return (
-            f"the agent made this write in module {tool.module!r}, which is not in {SWITCH} here:"
-            f" pass --act {tool.module} as the chat did, or set it for good with"
-            f" turnkit settings set {SWITCH} '[\"{tool.module}\"]'"
-        )
-    return None
+    return None  # the rest this command's configuration decides, the executor tells (pending)

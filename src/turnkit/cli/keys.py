@@ -100,7 +100,8 @@ def list_(db: Db = None, as_json: Json = False) -> None:
 def revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id (key_...).")], db: Db = None
 ) -> None:
-    """Revoke a key: every request that carries it is refused from now on."""
+    """Revoke a key: every request that carries it is refused from now on, and the writes it
+    made that still wait for a person are closed (forbidden: nothing runs)."""
     opened = records(db)
     try:
         keys = opened.storage.ledger.keys
@@ -113,6 +114,13 @@ def revoke(
         else:
             console.print(
                 f"{key.id} was revoked before, at {iso(key.revoked_at or 0)}; nothing changed"
+            )
+        revoked = keys.get(key.id)
+        closed = 0 if revoked is None else opened.executor.end_key_holds(revoked)
+        if closed:  # its held writes end with it: nobody may approve them any more
+            console.print(
+                f"{closed} write(s) it made that waited for a person are closed: forbidden (key"
+                " revoked), nothing ran (`turnkit confirmations list --all` shows them)"
             )
     finally:
         opened.close()

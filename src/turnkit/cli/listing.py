@@ -23,9 +23,11 @@ def caller_of(spec: str, scopes: list[str]) -> Caller:
 def rows(executor: Executor, caller: Caller) -> list[dict[str, str]]:
     """One row per tool the caller may see now; when it waits for a person, by the executor's
     own rule (``Executor.hold_rule``)."""
-    batch_over = executor.settings_now().confirm_batch_over
+    settings = executor.settings_now()
+    batch_over = settings.confirm_batch_over
     words = {
         "person": "yes: the agent acts for a person",
+        "operator": "yes: the operator holds every key write (hold_key_writes)",
         "always": "yes: always",
         "input": "depends on the input",
         "input or batch": f"depends on the input, and when a list has over {batch_over} items",
@@ -38,9 +40,9 @@ def rows(executor: Executor, caller: Caller) -> list[dict[str, str]]:
             "model": model_name(tool.name) or "(hidden: name too long)",
             "kind": "write" if tool.is_write else "read",
             "scope": tool.scope or "-",
-            "confirm": words[executor.hold_rule(caller, tool)],
+            "confirm": words[executor.hold_rule(caller, tool, settings)],
         }
-        for tool in executor.visible_for(caller)
+        for tool in executor.visible_for(caller, settings=settings)
     ]
 
 

@@ -148,7 +148,7 @@ class TurnkitMiddleware(AgentMiddleware):
             return ready
         answer = self.bound.executor.execute(
             ready.caller, ready.tool, ready.input, ready.control,
-            allow=ready.allow, settings=ready.settings,
+            allow=ready.allow, settings=ready.settings, thread=ready.thread,
         )  # fmt: skip
         return finish(ready, answer)
 
@@ -167,7 +167,7 @@ class TurnkitMiddleware(AgentMiddleware):
             return ready
         answer = await self.bound.executor.aexecute(
             ready.caller, ready.tool, ready.input, ready.control,
-            allow=ready.allow, settings=ready.settings,
+            allow=ready.allow, settings=ready.settings, thread=ready.thread,
         )  # fmt: skip
         return finish(ready, answer)
 

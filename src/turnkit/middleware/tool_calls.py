@@ -53,6 +53,8 @@ class Run:
     """The result budget (``agent_tool_result_chars``)."""
     call_id: str
     model_name: str
+    thread: str | None = None
+    """The conversation the call belongs to (kept with a hold)."""
 
 
 def placeholders(tools: Iterable[Tool]) -> list[StructuredTool]:
@@ -117,6 +119,7 @@ def prepare(
         limit=turn.agent_tool_result_chars,
         call_id=call_id,
         model_name=name,
+        thread=thread,
     )
 
 

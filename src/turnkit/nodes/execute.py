@@ -60,9 +60,13 @@ def _control(runtime: Runtime[Any], call: PendingCall, bound: Bound) -> dict[str
     tool = bound.executor.registry.get(call["tool"])
     if tool is not None and tool.never_held:
         return {}
-    info = getattr(runtime, "execution_info", None)
-    key = idempotency_key(getattr(info, "thread_id", None), call)
+    key = idempotency_key(_thread(runtime), call)
     return {} if key is None else {"idempotency_key": key}
+
+
+def _thread(runtime: Runtime[Any]) -> str | None:
+    """The run's thread id, when it has one."""
+    return getattr(getattr(runtime, "execution_info", None), "thread_id", None)
 
 
 def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[str, Any]:
@@ -75,11 +79,14 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     settings, turn = bound.turn_settings(state)
     settle_run(get_config())  # the state that asked for this round is saved first
 
+    thread = _thread(runtime)
+
     def run(call: PendingCall) -> dict[str, Any]:
         control = _control(runtime, call, bound)
         return executor.execute(
-            caller, call["tool"], call["args"], control, allow=allow, settings=settings
-        )
+            caller, call["tool"], call["args"], control, allow=allow, settings=settings,
+            thread=thread,
+        )  # fmt: skip
 
     if len(calls) == 1:
         results = [run(calls[0])]
@@ -98,14 +105,15 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     executor = bound.executor
     settings, turn = await bound.aturn_settings(state)
     await asettle_run(get_config())
+    thread = _thread(runtime)
     runs = []  # a loop, not a closure: this frame lives across the handlers' awaits, and a
     for call in calls:  # closure would keep its locals as cells for the collector to walk
         control = _control(runtime, call, bound)
-        runs.append(
-            executor.aexecute(
-                caller, call["tool"], call["args"], control, allow=allow, settings=settings
-            )
-        )
+        ran = executor.aexecute(
+            caller, call["tool"], call["args"], control, allow=allow, settings=settings,
+            thread=thread,
+        )  # fmt: skip
+        runs.append(ran)
     # one call is awaited here: a task of its own would cost a turn of the loop
     results = [await runs[0]] if len(runs) == 1 else list(await asyncio.gather(*runs))
     return _answers(state, calls, results, turn.agent_tool_result_chars)

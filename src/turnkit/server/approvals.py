@@ -17,19 +17,19 @@ this key's, an edit that fails the tool's schema) is a problem and leaves it pen
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from turnkit.registry.answers import is_error
 from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import DECIDE_SCOPE, refusal_for_others
+from turnkit.registry.confirmations import DECIDE_SCOPE, decides_for_others, refusal_for_others
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey
-from turnkit.registry.ledger.records import Confirmation
+from turnkit.registry.ledger.records import Confirmation, Cursor, Readable
 from turnkit.server import problems
 from turnkit.server.auth import Key, Ran
 from turnkit.server.views import Missing, confirmation_view
@@ -53,16 +53,61 @@ class Edit(BaseModel):
     arguments: dict[str, Any] = Field(description="The new input object.")
 
 
+PAGE = 50
+"""Confirmations per page by default (``limit`` may ask for up to ``MAX_PAGE``)."""
+MAX_PAGE = 200
+Status = Literal["pending", "running", "done", "rejected", "expired", "forbidden", "all"]
+
+
 @router.get("")
-async def list_confirmations(request: Request, key: Key, executor: Ran) -> list[dict[str, Any]]:
-    """The pending, unexpired confirmations this key may decide, oldest first."""
-    found = await executor.ledger.alist_confirmations(status="pending")
+async def list_confirmations(
+    request: Request,
+    response: Response,
+    key: Key,
+    executor: Ran,
+    status: Annotated[Status, Query(description="Which ones; 'all' for every status.")] = "pending",
+    tool: Annotated[str | None, Query(max_length=200, description="Only this tool's.")] = None,
+    thread: Annotated[
+        str | None, Query(max_length=200, description="Only those held in this conversation.")
+    ] = None,
+    after: Annotated[
+        str | None, Query(max_length=400, description="The cursor of the page before (Link).")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many.")] = PAGE,
+) -> list[dict[str, Any]]:
+    """Confirmations this key may read, oldest first, a page at a time: the ones it was held
+    under, and others' it may decide (``decidable`` says whether it may decide each one now).
+
+    By default the pending ones that have not expired. A full page carries ``Link: <...>;
+    rel="next"``, the address of the next one.
+    """
+    cursor = None
+    if after is not None:
+        cursor = Cursor.parse(after)
+        if cursor is None:
+            raise HTTPException(422, "'after' is not a cursor: pass the one a Link header gave")
     permissions = await apermissions_now(executor.permissions, key.caller)  # asked once
+    others_too = decides_for_others(key.caller, permissions)
+    readable = Readable(
+        identity=key.caller.identity, others=(key.allow or "all") if others_too else None
+    )
     now = executor.clock()
+    found = await executor.ledger.alist_confirmations(
+        status=None if status == "all" else status,
+        tool=tool,
+        thread=thread,
+        readable=readable,
+        after=cursor,
+        limit=limit,
+        unexpired_at=now if status == "pending" else None,
+    )
+    if len(found) == limit:
+        following = request.url.include_query_params(after=Cursor.of(found[-1]).text())
+        response.headers["Link"] = f'<{following}>; rel="next"'
     return [
         confirmation_view(held, request)
+        | {"decidable": held.status == "pending" and _refusal(key, held, permissions) is None}
         for held in found
-        if held.expires_at > now and _refusal(key, held, permissions) is None
     ]
 
 

@@ -72,7 +72,7 @@ _CONFIRMATION_OUTPUT: dict[str, Any] = {
     "properties": {
         "confirmation_id": {"type": "string"},
         "tool": {"type": "string", "description": "The MCP name of the held tool."},
-        "status": {"enum": ["pending", "running", "done", "rejected", "expired"]},
+        "status": {"enum": ["pending", "running", "done", "rejected", "expired", "forbidden"]},
         "expires_at": {"type": "string", "format": "date-time"},
         "decided_at": {"type": ["string", "null"], "format": "date-time"},
         "outcome": {
@@ -152,6 +152,7 @@ class McpTools:
             {} if arguments is None else arguments,
             control,
             allow=key.allowed,
+            wait=False,  # a repeat of a running call: in_progress at once, the client retries
         )
         structured = tool is not None and _output_schema(tool, key) is not None
         return _result(answer, structured=structured, base=base, inbox=inbox)

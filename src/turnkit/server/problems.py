@@ -13,6 +13,10 @@ How executor codes map to statuses (``STATUS``); the three judgement calls:
   that the caller can act on; the gateway did not fail, so not 502.
 - ``outcome_unknown`` is **500** with the executor's message (not the generic text): the process
   running the call stopped, and the caller must check the data before trying again.
+- ``cannot_decide_here`` is **409 Conflict**: this server's own configuration (its modules, its
+  settings given in code) differs from the one that held the write; it stays pending.
+Every answer that says when to try again (``rate_limited``, ``too_many_pending``, ``in_progress``)
+carries ``Retry-After``.
 An ``internal_error`` is 500 with a generic text; its detail stays in the audit row.
 """
 
@@ -56,6 +60,8 @@ STATUS: Final[dict[ErrorCode, int]] = {
     "timeout": 504,
     "tool_error": 422,
     "outcome_unknown": 500,
+    "too_many_pending": 429,
+    "cannot_decide_here": 409,
 }
 """The HTTP status of each executor error code."""
 
@@ -121,7 +127,7 @@ def answer_problem(answer: Answer, **extra: Any) -> JSONResponse:
     status = STATUS.get(code, 500)
     headers = {}
     retry_after = details.get("retry_after")
-    if code == "rate_limited" and isinstance(retry_after, int | float):
+    if isinstance(retry_after, int | float) and not isinstance(retry_after, bool):
         headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     detail = _GENERIC if code == "internal_error" else str(error["message"])
     return problem(status, detail, code=code, headers=headers, details=details, **extra)

@@ -25,7 +25,7 @@ from turnkit.server.auth import Key, Ran
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", responses=problems.RESPONSES)
-_BODY_FIELDS = ("input", "dry_run", "confirm_token")
+_BODY_FIELDS = ("input", "dry_run")
 
 
 class InvokeBody(BaseModel):
@@ -35,7 +35,6 @@ class InvokeBody(BaseModel):
 
     input: dict[str, Any] = Field(default_factory=dict, description="The tool's input.")
     dry_run: bool = Field(False, description="Say what the call would do; do nothing.")
-    confirm_token: str | None = Field(None, description="A person's approval token.")
 
 
 _INVOKE_DOC = {
@@ -49,16 +48,18 @@ _INVOKE_DOC = {
 @router.get("/tools", tags=["tools"])
 async def list_tools(key: Key, executor: Ran) -> list[views.ToolView]:
     """The tools this key may use now, with their input schemas (without control fields)."""
-    tools = await executor.avisible_for(key.caller, key.allowed)
-    return [views.tool_view(tool, key.caller) for tool in tools]
+    settings = await executor.asettings_now()
+    tools = await executor.avisible_for(key.caller, key.allowed, settings=settings)
+    return [views.tool_view(tool, key.caller, settings) for tool in tools]
 
 
 @router.get("/tools/{name}", tags=["tools"])
 async def get_tool(name: str, key: Key, executor: Ran) -> views.ToolView:
     """One tool this key may use now (404 when there is none, or the key may not use it)."""
-    for tool in await executor.avisible_for(key.caller, key.allowed):
+    settings = await executor.asettings_now()
+    for tool in await executor.avisible_for(key.caller, key.allowed, settings=settings):
         if tool.name == name:
-            return views.tool_view(tool, key.caller)
+            return views.tool_view(tool, key.caller, settings)
     raise views.Missing(f"this key may use no tool named {name[:100]!r}; GET /v1/tools lists them")
 
 
@@ -79,18 +80,26 @@ async def invoke(
 
     ``Idempotency-Key`` (IETF draft semantics): the same key with the same body replays the first
     answer without running again (``Idempotent-Replayed: true``); with a different body it is
-    422; while the first call still runs it is 409. Keys are scoped to the API key and the tool
-    and kept in the ledger for good (no purge, so at least the draft's 24 h); an input that fails
-    validation is refused before the key is recorded, so a corrected retry may reuse it.
+    422; while the first call still runs it is 409 ``in_progress`` at once, with ``Retry-After``
+    (send it again then for the first call's answer). Keys are scoped to the API key and the
+    tool and kept ``retention_days`` (30 by default: ``turnkit ledger prune``); an input that
+    fails validation is refused before the key is recorded, so a corrected retry may reuse it.
+
+    There is no approval token in the body: a held write is approved by a person at
+    ``/v1/confirmations/{id}/approve`` (or the inbox, the CLI), which runs it once.
     """
     body, trouble = await _invoke_body(request)
-    control: dict[str, object] = {f: body[f] for f in _BODY_FIELDS[1:] if body.get(f) is not None}
+    control: dict[str, object] = {}
+    if body.get("dry_run") is not None:  # the executor's step 2 checks its type
+        control["dry_run"] = body["dry_run"]
     if idempotency_key is not None:
         control["idempotency_key"] = idempotency_key
     # an unreadable body still goes through the executor (input None fails its step 3), so the
     # tool and rights checks answer first and the call is audited
     given = body.get("input", {}) if trouble is None else None
-    answer = await executor.aexecute(key.caller, name, given, control, allow=key.allowed)
+    answer = await executor.aexecute(
+        key.caller, name, given, control, allow=key.allowed, wait=False
+    )
     if trouble is not None and is_error(answer, "invalid_input"):
         return problems.problem(trouble[0], trouble[1], details=answer["error"]["details"])
     return await _answered(request, executor, answer)
@@ -111,10 +120,16 @@ async def _invoke_body(request: Request) -> tuple[dict[str, Any], tuple[int, str
         return {}, (422, 'the body is an object: {"input": {...}, "dry_run": false}')
     unknown = sorted(str(field)[:40] for field in body if field not in _BODY_FIELDS)
     if unknown:
+        token = (
+            " (no token approves a write here: a person approves it at"
+            " /v1/confirmations/{id}/approve)"
+            if "confirm_token" in body
+            else ""
+        )
         return {}, (
             422,
-            f"unknown body fields {unknown}: the body has 'input', 'dry_run' and"
-            " 'confirm_token'; an idempotency key travels in the Idempotency-Key header",
+            f"unknown body fields {unknown}: the body has 'input' and 'dry_run'{token}; an"
+            " idempotency key travels in the Idempotency-Key header",
         )
     return body, None
 

@@ -13,11 +13,12 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.names import model_name
+from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
 
 __all__ = ["Missing", "ToolView", "confirmation_view", "tool_view"]
 
-_HELD = {"person": True, "always": True, "never": False}
+_HELD = {"person": True, "operator": True, "always": True, "never": False}
 
 
 class ToolView(BaseModel):
@@ -42,9 +43,9 @@ class ToolView(BaseModel):
     """Whether a call would be held; null when it depends on the input (ask with dry_run)."""
 
 
-def tool_view(tool: Tool, caller: Caller) -> ToolView:
-    """What ``caller`` is told about ``tool``."""
-    rule = Executor.hold_rule(caller, tool)
+def tool_view(tool: Tool, caller: Caller, settings: Settings | None = None) -> ToolView:
+    """What ``caller`` is told about ``tool`` (under ``settings``, those in force now)."""
+    rule = Executor.hold_rule(caller, tool, settings)
     output = tool.output_schema
     return ToolView(
         name=tool.name,

@@ -10,8 +10,10 @@ message a page shows is built here from the ledger, never taken from the request
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -20,10 +22,16 @@ from starlette.staticfiles import StaticFiles
 
 from turnkit.registry.answers import is_error
 from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import CONFIRM_ANY, could_be_id, refusal_for_others
+from turnkit.registry.confirmations import could_be_id, decides_for_others, refusal_for_others
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
-from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.registry.ledger.records import (
+    Confirmation,
+    ConfirmationStatus,
+    Cursor,
+    Readable,
+    iso,
+)
 from turnkit.server.ui import present, session
 from turnkit.server.ui.session import Person, SignIn
 
@@ -33,9 +41,9 @@ _templates = Environment(
     loader=PackageLoader("turnkit.server.ui", "templates"),
     autoescape=select_autoescape(default=True),
 )
-_DECIDED = ("done", "rejected", "expired", "running")
-HISTORY_ROWS = 200
-"""The most decided confirmations the history shows (newest first)."""
+_DECIDED: tuple[ConfirmationStatus, ...] = ("done", "rejected", "expired", "forbidden", "running")
+PAGE = 50
+"""Confirmations per page, in the inbox and in the history."""
 _HEADERS = {
     "cache-control": "no-store",
     "x-frame-options": "DENY",
@@ -111,21 +119,28 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
         return response
 
     @router.get("/")
-    async def inbox(request: Request, decided: str = "") -> Response:
+    async def inbox(
+        request: Request, decided: str = "", tool: str = "", thread: str = "", after: str = ""
+    ) -> Response:
         who = await person(request)
         if who is None:
             return to_sign_in(request)
-        values = await _inbox_values(executor, who)
+        shown = Filters.of(tool, thread, after)
+        values = await _inbox_values(executor, who, shown)
         values["notice"] = await _notice(executor, who, decided)
         return page(request, who, "inbox.html", **values)
 
     @router.get("/pending.json")
-    async def pending_ids(request: Request) -> Response:
+    async def pending_ids(request: Request, ids: str = "") -> Response:
+        """Which of ``ids`` (the cards a page shows, comma-separated) still wait for this
+        person; without ``ids``, the first page's."""
         who = await person(request)
         if who is None:
             return JSONResponse({"signed_in": False, "ids": []}, status_code=401)
-        ids = [held.id for held in await _decidable(executor, who)]
-        return JSONResponse({"signed_in": True, "ids": ids}, headers={"cache-control": "no-store"})
+        asked = [i for i in ids.split(",")[:PAGE] if could_be_id(i)] if ids else None
+        still = [held.id for held in await _decidable(executor, who, Filters(), asked)]
+        headers = {"cache-control": "no-store"}
+        return JSONResponse({"signed_in": True, "ids": still}, headers=headers)
 
     @router.post("/confirmations/{confirmation_id}/{action}")
     async def decide(confirmation_id: str, action: str, request: Request) -> Response:
@@ -153,7 +168,7 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
         if before.status != "pending" or answer.get("already_decided"):
             return message(request, who, 409, "Already decided", _already(after))
         if after.status == "pending" and action == "edit":  # invalid: nothing applied
-            values = await _inbox_values(executor, who)
+            values = await _inbox_values(executor, who, Filters())
             values["problems"] = {before.id: _violations(answer)}
             values["edited"] = {before.id: fields}
             return page(request, who, "inbox.html", status=422, **values)
@@ -163,16 +178,19 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
         return RedirectResponse(f"{_root(request)}/?decided={after.id}", status_code=303)
 
     @router.get("/history")
-    async def history(request: Request, tool: str = "", status: str = "") -> Response:
+    async def history(
+        request: Request, tool: str = "", status: str = "", after: str = ""
+    ) -> Response:
         who = await person(request)
         if who is None:
             return to_sign_in(request)
-        rows = await _history(executor, who)
-        tools = sorted({row["tool"] for row in rows})
-        shown = [r for r in rows if (not tool or r["tool"] == tool)
-                 and (not status or r["status"] == status)]  # fmt: skip
-        return page(request, who, "history.html", rows=shown, tools=tools, tool=tool,
-                    chosen=status, statuses=_DECIDED)  # fmt: skip
+        chosen = status if status in _DECIDED else ""
+        shown = Filters.of(tool, "", after)
+        rows, following = await _history(executor, who, shown, chosen)
+        tools = sorted(t.name for t in executor.registry.tools)
+        return page(request, who, "history.html", rows=rows, tools=tools, tool=shown.tool,
+                    chosen=chosen, statuses=_DECIDED, following=following,
+                    paged=shown.after is not None)  # fmt: skip
 
     @router.get("/confirmations/{confirmation_id}/{action}")
     async def decide_by_address(request: Request) -> Response:
@@ -206,25 +224,74 @@ async def _may_decide(executor: Executor, who: Person, held: Confirmation) -> bo
     return _theirs(who, held, await _permissions(executor, who))
 
 
-async def _listed(executor: Executor, who: Person, status: str) -> list[Confirmation]:
-    """Confirmations of ``status`` that ``who`` may see (only their own are read from the ledger
-    unless they may decide others')."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Filters:
+    """What a page of the inbox or the history shows: one tool's, one conversation's, and the
+    page after a cursor."""
+
+    tool: str = ""
+    thread: str = ""
+    after: Cursor | None = None
+
+    @classmethod
+    def of(cls, tool: str, thread: str, after: str) -> Filters:
+        """The filters of a page's query (anything malformed is left out, never an error)."""
+        return cls(
+            tool=tool if could_be_id(tool) else "",
+            thread=thread if could_be_id(thread) else "",
+            after=Cursor.parse(after) if after else None,
+        )
+
+    def query(self, after: Cursor | None) -> str:
+        """The query string of the page after ``after`` under these filters."""
+        given = {"tool": self.tool, "thread": self.thread}
+        if after is not None:
+            given["after"] = after.text()
+        return urlencode({name: value for name, value in given.items() if value})
+
+
+async def _listed(
+    executor: Executor,
+    who: Person,
+    status: ConfirmationStatus | tuple[ConfirmationStatus, ...],
+    shown: Filters,
+    *,
+    ids: list[str] | None = None,
+    newest_first: bool = False,
+) -> tuple[list[Confirmation], Cursor | None]:
+    """A page of the confirmations of ``status`` that ``who`` may see (read from the ledger as
+    such: their own, and others' when they may decide them, within their allow list), and the
+    cursor of the next page when there may be one."""
     permissions = await _permissions(executor, who)
-    mine = None if CONFIRM_ANY in permissions else who.caller
-    found = await executor.ledger.alist_confirmations(status=status, caller=mine)  # type: ignore[arg-type]  # one of _DECIDED or pending
-    return [held for held in found if _theirs(who, held, permissions)]
+    others = "all" if decides_for_others(who.caller, permissions) else None
+    found = await executor.ledger.alist_confirmations(
+        status=status,
+        tool=shown.tool or None,
+        thread=shown.thread or None,
+        tools=None if who.allow == "all" else who.allow,
+        ids=ids,
+        readable=Readable(identity=who.caller.identity, others=others),
+        after=shown.after,
+        limit=PAGE,
+        newest_first=newest_first,
+        unexpired_at=executor.clock() if status == "pending" else None,
+    )
+    following = Cursor.of(found[-1]) if len(found) == PAGE else None
+    return [held for held in found if _theirs(who, held, permissions)], following
 
 
-async def _decidable(executor: Executor, who: Person) -> list[Confirmation]:
-    """The pending, unexpired confirmations ``who`` may decide, oldest first."""
-    now = executor.clock()
-    return [held for held in await _listed(executor, who, "pending") if held.expires_at > now]
+async def _decidable(
+    executor: Executor, who: Person, shown: Filters, ids: list[str] | None = None
+) -> list[Confirmation]:
+    """A page of the pending, unexpired confirmations ``who`` may decide, oldest first."""
+    return (await _listed(executor, who, "pending", shown, ids=ids))[0]
 
 
-async def _inbox_values(executor: Executor, who: Person) -> dict[str, Any]:
+async def _inbox_values(executor: Executor, who: Person, shown: Filters) -> dict[str, Any]:
     now = executor.clock()
     items = []
-    for held in await _decidable(executor, who):
+    found, following = await _listed(executor, who, "pending", shown)
+    for held in found:
         tool = executor.registry.get(held.tool)
         items.append(
             {
@@ -232,13 +299,22 @@ async def _inbox_values(executor: Executor, who: Person) -> dict[str, Any]:
                 "tool": held.tool,
                 "title": (tool.title if tool is not None and tool.title else held.tool),
                 "caller": held.caller.identity,
+                "thread": held.thread_id,
                 "created_at": iso(held.created_at),
                 "expires_at": iso(held.expires_at),
                 "seconds_left": max(0, int(held.expires_at - now)),
                 "arguments": present.node(held.input),
             }
         )
-    return {"items": items, "notice": "", "problems": {}, "edited": {}}
+    return {
+        "items": items,
+        "notice": "",
+        "problems": {},
+        "edited": {},
+        "filters": shown,
+        "tools": sorted(t.name for t in executor.registry.tools),
+        "following": None if following is None else shown.query(following),
+    }
 
 
 async def _notice(executor: Executor, who: Person, decided: str) -> str:
@@ -251,20 +327,14 @@ async def _notice(executor: Executor, who: Person, decided: str) -> str:
     return f"{held.tool}: {_said(held)}"
 
 
-async def _history(executor: Executor, who: Person) -> list[dict[str, Any]]:
-    found: list[Confirmation] = []
-    for state in _DECIDED:
-        found += await _listed(executor, who, state)
-    found.sort(key=lambda held: held.decided_at or held.expires_at, reverse=True)
-    found = found[:HISTORY_ROWS]
-    ids = [held.id for held in found]
-    audits = await executor.ledger.aaudit_rows(10 * len(ids) + 10, confirmation_ids=ids)
-    outcome_of: dict[str, str] = {}
-    for row in reversed(audits):  # oldest first: the latest run of a confirmation wins
-        if row["status"] != "confirmation_required":
-            code = f" ({row['code']})" if row["code"] else ""
-            outcome_of[row["confirmation_id"]] = f"{row['status']}{code}"
-    return [
+async def _history(
+    executor: Executor, who: Person, shown: Filters, status: str
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the decided confirmations ``who`` may see, newest first, each with what became
+    of its write (from the confirmation itself: a repeat of a rejected call is no write)."""
+    chosen: tuple[ConfirmationStatus, ...] = tuple(s for s in _DECIDED if s == status) or _DECIDED
+    found, following = await _listed(executor, who, chosen, shown, newest_first=True)
+    rows = [
         {
             "id": held.id,
             "tool": held.tool,
@@ -272,11 +342,30 @@ async def _history(executor: Executor, who: Person) -> list[dict[str, Any]]:
             "status": held.status,
             "decided_by": held.decided_by or "",
             "decided_at": iso(held.decided_at) if held.decided_at else iso(held.expires_at),
-            "decision": (held.decision or {}).get("action", "expired"),
-            "outcome": outcome_of.get(held.id, "no write ran"),
+            "decision": (held.decision or {}).get("action", held.status),
+            "outcome": outcome_of(held),
         }
         for held in found
     ]
+    return rows, None if following is None else shown.query(following)
+
+
+def outcome_of(held: Confirmation) -> str:
+    """What became of a confirmation's write, in a few words: whether a write ran."""
+    outcome = held.outcome or {}
+    if held.status == "running":
+        return "the write is running"
+    if outcome.get("status") == "ok":
+        return "the write ran"
+    error = outcome.get("error") or {}
+    code = error.get("code")
+    if code == "outcome_unknown":
+        return "unknown: the write's process stopped (check the data)"
+    if held.status == "done" and code in ("timeout", "internal_error", "tool_error"):
+        return f"the write failed ({code})"
+    reason = error.get("details", {}).get("reason")
+    why = f": {code}" + (f", {reason}" if reason else "") if code else ""
+    return f"no write ran ({held.status}{why})"
 
 
 def _decision(action: str, held: Confirmation, fields: dict[str, str]) -> dict[str, Any]:

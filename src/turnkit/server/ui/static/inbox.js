@@ -20,7 +20,9 @@
   function poll() {
     var shown = document.querySelectorAll("article.confirmation[data-id]");
     if (!shown.length) return;
-    fetch(root + "/pending.json", { credentials: "same-origin", cache: "no-store" })
+    var ids = Array.prototype.map.call(shown, function (a) { return a.dataset.id; });
+    fetch(root + "/pending.json?ids=" + encodeURIComponent(ids.join(",")),
+          { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (body) {
         if (!body || !body.signed_in) return;
