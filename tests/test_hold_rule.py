@@ -49,16 +49,22 @@ _callers = st.sampled_from(
 )
 
 
-@given(tool=_tools, caller=_callers, items=st.integers(0, 200), batch=st.integers(1, 100))
+@given(
+    tool=_tools,
+    caller=_callers,
+    items=st.integers(0, 200),
+    batch=st.integers(1, 100),
+    operator=st.booleans(),
+)
 def test_a_tool_that_is_never_held_is_not_held_by_any_caller_input_or_setting(
-    tool, caller, items, batch
+    tool, caller, items, batch, operator
 ):
     value = {"items": list(range(items))}
     ctx = CallContext(
         caller=caller,
         tool=tool,
         permissions=frozenset(),
-        settings=Settings(confirm_batch_over=batch),
+        settings=Settings(confirm_batch_over=batch, hold_key_writes=operator),
         call_id="c",
     )
     if tool.never_held:
@@ -81,16 +87,25 @@ def test_only_a_read_without_danger_is_never_held():
     assert not tool().never_held  # a write
 
 
-@given(tool=_tools, caller=_callers, items=st.integers(0, 200), batch=st.integers(1, 100))
-def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(tool, caller, items, batch):
-    """DESIGN's step 7: a session's write, a danger that holds, or the batch rule (an admin
-    write whose longest list is over the setting) — the batch rule whatever the danger check."""
+@given(
+    tool=_tools,
+    caller=_callers,
+    items=st.integers(0, 200),
+    batch=st.integers(1, 100),
+    operator=st.booleans(),
+)
+def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(
+    tool, caller, items, batch, operator
+):
+    """DESIGN's step 7 and §12: a session's write, a danger that holds, or the batch rule (an
+    admin write whose longest list is over the setting) — the batch rule whatever the danger
+    check — or, when the operator sets ``hold_key_writes``, every write of a key."""
     value = {"items": list(range(items))}
     ctx = CallContext(
         caller=caller,
         tool=tool,
         permissions=frozenset(),
-        settings=Settings(confirm_batch_over=batch),
+        settings=Settings(confirm_batch_over=batch, hold_key_writes=operator),
         call_id="c",
     )
     danger = tool.danger
@@ -103,7 +118,9 @@ def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(tool, cal
         dangerous = danger == "always"
     batch_rule = tool.audience == "admin" and tool.is_write and items > batch
     session_write = tool.is_write and caller.kind == "session"
-    assert needs_hold(tool, caller, value, ctx) == (session_write or dangerous or batch_rule)
+    operators = operator and tool.is_write and caller.kind == "key"
+    expected = session_write or dangerous or batch_rule or operators
+    assert needs_hold(tool, caller, value, ctx) == expected
 
 
 def test_an_admin_write_over_the_batch_limit_is_held_though_its_danger_check_says_no():
@@ -147,3 +164,18 @@ def test_an_admin_write_over_the_batch_limit_is_held_though_its_danger_check_say
         assert executor.hold_rule(key, tool) == "input or batch"
     finally:
         executor.close()
+
+
+def test_hold_key_writes_holds_a_keys_small_write_and_says_so(executor, key, shop):
+    from _shop import prices
+
+    assert executor.execute(key, "shop.set_prices", prices())["status"] == "ok"
+    executor.ledger.set_setting("hold_key_writes", True)
+    held = executor.execute(key, "shop.set_prices", prices())
+    assert held["status"] == "confirmation_required"
+    tool = executor.registry.get("shop.set_prices")
+    assert executor.hold_rule(key, tool, executor.settings_now()) == "operator"
+    assert executor.hold_rule(key, executor.registry.get("shop.list_products"),
+                              executor.settings_now()) == "never"  # fmt: skip
+    assert executor.execute(key, "shop.list_products", {})["status"] == "ok"  # reads run
+    assert len(shop.writes()) == 1

@@ -494,3 +494,52 @@ async def test_rate_limits_apply_through_aexecute(executor, key, clock, units, s
     assert_ok(await executor.aexecute(key, "shop.set_prices", prices("TEA-0099")))
     assert used(executor, key, clock) == 1
     assert math.isclose(len(shop.writes()), 3)
+
+
+# --- pending holds ----------------------------------------------------------------------------
+
+
+def test_a_caller_may_have_at_most_max_pending_holds_waiting(executor, key, clock, shop):
+    executor.ledger.set_setting("max_pending_holds", 2)
+    first, second = (
+        executor.execute(key, "shop.delete_product", {"sku": sku})["confirmation_id"]
+        for sku in ("A", "B")
+    )
+    clock.now += 10
+    third = executor.execute(key, "shop.delete_product", {"sku": "C"}, {"idempotency_key": "c"})
+    assert third["error"]["code"] == "too_many_pending"
+    details = third["error"]["details"]
+    assert (details["limit"], details["pending"]) == (2, 2)
+    assert details["retry_after"] == pytest.approx(3590)  # when the oldest expires
+    assert "max_pending_holds" in third["error"]["message"]
+    assert len(executor.ledger.list_confirmations()) == 2
+    assert used(executor, key, clock) == 2  # the refused hold's units were given back
+
+    executor.confirm(first, key, "reject")  # room again; the key was not kept
+    again = executor.execute(key, "shop.delete_product", {"sku": "C"}, {"idempotency_key": "c"})
+    assert again["status"] == "confirmation_required"
+    other = Caller.key("key-9", user_id="alice", scopes={"shop.products:write"})
+    assert executor.execute(other, "shop.delete_product", {"sku": "D"})["status"] == (
+        "confirmation_required"
+    )  # the cap is per caller (here another key of the same user)
+    assert executor.confirmation(second).status == "pending"
+    assert shop.writes() == []
+
+
+def test_expired_holds_do_not_count_against_the_cap(executor, key, clock):
+    executor.ledger.set_setting("max_pending_holds", 1)
+    executor.ledger.set_setting("confirmation_ttl", 5)
+    assert executor.execute(key, "shop.delete_product", {"sku": "A"})["status"] == (
+        "confirmation_required"
+    )
+    clock.now += 5
+    assert executor.execute(key, "shop.delete_product", {"sku": "B"})["status"] == (
+        "confirmation_required"
+    )
+
+
+def test_a_cap_of_zero_holds_without_limit(executor, key):
+    executor.ledger.set_setting("max_pending_holds", 0)
+    for sku in range(5):
+        held = executor.execute(key, "shop.delete_product", {"sku": str(sku)})
+        assert held["status"] == "confirmation_required"

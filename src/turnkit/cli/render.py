@@ -92,6 +92,9 @@ def status(confirmation: Confirmation, now: float) -> str:
     if c.status in ("rejected", "expired"):
         return c.status
     outcome = c.outcome or {}
+    if c.status == "forbidden":  # closed with its key: nothing ran
+        reason = (outcome.get("error") or {}).get("details", {}).get("reason")
+        return f"forbidden ({reason})" if reason else "forbidden"
     if outcome.get("status") == "ok":
         return "approved: ok"
     code = (outcome.get("error") or {}).get("code", "?")
@@ -144,7 +147,7 @@ def confirmations(console: Console, rows: list[Confirmation], now: float) -> Non
 
 
 def _cells(c: Confirmation, now: float) -> tuple[str, ...]:
-    thread = thread_of(c.idempotency_key) or "-"
+    thread = c.thread_id or thread_of(c.idempotency_key) or "-"
     return (c.id, c.tool, c.caller.identity, thread, iso(c.created_at), status(c, now),
             c.expires_at_iso)  # fmt: skip
 
@@ -165,7 +168,7 @@ def confirmation_json(c: Confirmation, now: float) -> dict[str, Any]:
         "id": c.id,
         "tool": c.tool,
         "caller": c.caller.identity,
-        "thread": thread_of(c.idempotency_key),
+        "thread": c.thread_id or thread_of(c.idempotency_key),
         "created_at": iso(c.created_at),
         "expires_at": c.expires_at_iso,
         "status": c.status,

@@ -27,6 +27,7 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.registry.ledger.urls import shown
+from turnkit.registry.settings import Settings
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -76,7 +77,11 @@ def serve(
         "catalogue": catalogue,
         "permissions": permissions,
     }
-    session(db, module, entry_points, catalogue, "demo", [], [], permissions).close()  # checked
+    checked = session(db, module, entry_points, catalogue, "demo", [], [], permissions)
+    try:  # the options are good; the settings in force say the hold rule
+        settings = checked.executor.settings_now()
+    finally:
+        checked.close()
     os.environ[OPTIONS] = json.dumps(options)  # read, then removed, by each worker
     where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
@@ -89,6 +94,7 @@ def serve(
             "[yellow]warning:[/] no --permissions: key owners hold no permissions, so tools that"
             " need one are hidden from every key (give your application's provider)"
         )
+    console.print(f"hold rule: {escape(hold_rule_line(settings))}")
     command = "turnkit keys create --user USER --scope SCOPE" + (f" --db {storage}" if db else "")
     console.print(f"[dim]callers need a key: {escape(command)}[/]")
     uvicorn.run(
@@ -98,6 +104,21 @@ def serve(
         port=port,
         workers=workers,
         log_level="warning",
+    )
+
+
+def hold_rule_line(settings: Settings) -> str:
+    """The hold rule for this server's callers (API keys), as the banner says it (README: "The
+    hold rule")."""
+    if settings.hold_key_writes:
+        return (
+            "every write a key makes waits for a person's yes (setting hold_key_writes);"
+            " reads run at once"
+        )
+    return (
+        "a key's write waits for a person's yes when its tool's danger says so or a list in it"
+        f" is over {settings.confirm_batch_over} items; other writes run at once (every key"
+        " write waits with: turnkit settings set hold_key_writes true)"
     )
 
 
