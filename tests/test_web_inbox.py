@@ -154,8 +154,8 @@ def test_reject_with_a_reason_and_the_history_filters_by_tool_and_status(browser
     history = browser.get("/ui/history").text
     assert first in history
     assert second in history
-    assert "ok" in history
-    assert "no write ran" in history
+    assert "the write ran" in history
+    assert "no write ran (rejected)" in history
     rejected = browser.get("/ui/history", params={"status": "rejected"}).text
     assert first in rejected
     assert second not in rejected
@@ -326,7 +326,7 @@ def test_the_history_finds_a_runs_outcome_however_many_calls_came_after(browser,
     sign_in(browser, person_key(executor))
     row = re.search(rf'<tr data-id="{held}">(.*?)</tr>', browser.get("/ui/history").text, re.S)
     assert row is not None
-    assert "<td>ok</td>" in row.group(1)
+    assert "<td>the write ran</td>" in row.group(1)
 
 
 def clock_now(executor) -> float:
