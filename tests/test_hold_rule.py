@@ -49,6 +49,14 @@ _callers = st.sampled_from(
 )
 
 
+def _ctx(tool: Tool, caller: Caller, batch: int, operator: bool) -> CallContext:
+    """The dry-run context of a call under ``confirm_batch_over=batch`` and ``hold_key_writes``."""
+    settings = Settings(confirm_batch_over=batch, hold_key_writes=operator)
+    return CallContext(
+        caller=caller, tool=tool, permissions=frozenset(), settings=settings, call_id="c"
+    )
+
+
 @given(
     tool=_tools,
     caller=_callers,
@@ -60,13 +68,7 @@ def test_a_tool_that_is_never_held_is_not_held_by_any_caller_input_or_setting(
     tool, caller, items, batch, operator
 ):
     value = {"items": list(range(items))}
-    ctx = CallContext(
-        caller=caller,
-        tool=tool,
-        permissions=frozenset(),
-        settings=Settings(confirm_batch_over=batch, hold_key_writes=operator),
-        call_id="c",
-    )
+    ctx = _ctx(tool, caller, batch, operator)
     if tool.never_held:
         assert not needs_hold(tool, caller, value, ctx)
 
@@ -101,13 +103,7 @@ def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(
     admin write whose longest list is over the setting) — the batch rule whatever the danger
     check — or, when the operator sets ``hold_key_writes``, every write of a key."""
     value = {"items": list(range(items))}
-    ctx = CallContext(
-        caller=caller,
-        tool=tool,
-        permissions=frozenset(),
-        settings=Settings(confirm_batch_over=batch, hold_key_writes=operator),
-        call_id="c",
-    )
+    ctx = _ctx(tool, caller, batch, operator)
     danger = tool.danger
     if callable(danger):
         try:
