@@ -104,3 +104,17 @@ def test_serving_a_module_without_permissions_says_what_keys_will_miss(serving, 
     (log,) = tmp_path.glob("serve-*.log")
     assert "no --permissions: key owners hold no permissions" in log.read_text()
     assert httpx.get(f"{served}/healthz").status_code == 200
+
+
+def test_the_banner_states_the_hold_rule_in_force(serving, tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    serving("--demo", "--db", db, "--catalogue", str(tmp_path / "catalogue.sqlite"))
+    set_ = turnkit("settings", "set", "hold_key_writes", "true", "--db", db, cwd=tmp_path)
+    assert set_.returncode == 0, set_.stdout + set_.stderr
+    serving("--demo", "--db", db, "--catalogue", str(tmp_path / "catalogue.sqlite"))
+    logs = sorted(tmp_path.glob("serve-*.log"), key=lambda p: p.stat().st_mtime)
+    first, second = (" ".join(log.read_text().split()) for log in logs)
+    assert "hold rule: a key's write waits for a person's yes when its tool's danger says so" in (
+        first
+    )
+    assert "hold rule: every write a key makes waits for a person's yes" in second
