@@ -149,6 +149,14 @@ class Reshaped(Shop):
         return tools
 
 
+class Disabled(Shop):
+    """Another application's module ``shop``, declared as the shop declares it, but disabled
+    there (its ``enabled()`` says no)."""
+
+    def enabled(self) -> bool:
+        return False
+
+
 @contextmanager
 def another_door(
     ledger_url: str,

@@ -162,6 +162,22 @@ def test_the_inbox_shows_fifty_cards_and_its_next_link_shows_the_rest(root, exec
     assert 'rel="next"' not in second.text
 
 
+def test_the_inbox_next_link_keeps_the_tool_filter(root, executor, keys, clock):
+    key = keys.made["holder"]
+    batch = prices(*[f"TEA-{n:04d}" for n in range(51)])  # over confirm_batch_over: held
+    answer = executor.execute(key.caller, "shop.set_prices", batch, allow=key.allowed)
+    assert answer["status"] == "confirmation_required", answer
+    deletes = []
+    for n in range(51):
+        clock.now += 1
+        deletes.append(hold_as(executor, keys, "holder", f"TEA-{n:04d}"))
+    first = root.get("/ui/", params={"tool": "shop.delete_product"})
+    assert cards(first.text) == deletes[:50]
+    following = re.search(r'<a href="([^"]+)" rel="next">', first.text)
+    assert following is not None, "no link to the next page"
+    assert cards(root.get(following.group(1).replace("&amp;", "&")).text) == deletes[50:]
+
+
 def test_the_inbox_filters_by_tool(root, executor, keys):
     delete = hold_as(executor, keys, "holder", "TEA-0001")
     key = keys.made["holder"]

@@ -16,6 +16,7 @@ import pytest
 from _doors import (
     GATE,
     WAIT,
+    Disabled,
     Gate,
     Impostor,
     Keys,
@@ -84,6 +85,59 @@ def test_a_door_declaring_the_tool_differently_refuses_to_approve_and_it_stays_p
         assert "still pending" in body["detail"]
         assert status_of(door, held, keys["root"]) == "pending"
     assert log_of(other.log) == []
+    assert shop.writes() == []
+
+
+def test_a_door_declaring_the_tool_differently_refuses_an_edit_too(
+    http, keys, shop, ledger_url, rights, clock, tmp_path
+):
+    held = hold_delete(http, keys["writer"])
+    impostor = Impostor(tmp_path / "impostor.log")
+    with (
+        another_door(ledger_url, impostor, rights, clock) as (_, url),
+        httpx.Client(base_url=url, timeout=WAIT) as door,
+    ):
+        edited = door.post(
+            f"/v1/confirmations/{held}/edit",
+            headers=bearer(keys["root"]),
+            json={"arguments": {"sku": "TEA-0002"}},
+        )
+    assert_problem(edited, 409, "cannot_decide_here")
+    assert status_of(http, held, keys["root"]) == "pending"
+    assert log_of(impostor.log) == []
+    assert shop.writes() == []
+
+
+def test_a_door_that_does_not_declare_the_tool_refuses_to_approve_and_names_its_module(
+    http, keys, shop, ledger_url, rights, clock
+):
+    held = hold_delete(http, keys["writer"])
+    with (
+        another_door(ledger_url, Gate(), rights, clock) as (_, url),
+        httpx.Client(base_url=url, timeout=WAIT) as door,
+    ):
+        refused = door.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
+    body = assert_problem(refused, 409, "cannot_decide_here")
+    assert "does not declare the tool 'shop.delete_product'" in body["detail"]
+    assert "module 'shop'" in body["detail"]
+    assert status_of(http, held, keys["root"]) == "pending"
+    assert shop.writes() == []
+
+
+def test_a_door_where_the_module_is_disabled_refuses_to_approve_and_it_stays_pending(
+    http, keys, shop, ledger_url, rights, clock, tmp_path
+):
+    held = hold_delete(http, keys["writer"])
+    disabled = Disabled(tmp_path / "disabled.log")
+    with (
+        another_door(ledger_url, disabled, rights, clock) as (_, url),
+        httpx.Client(base_url=url, timeout=WAIT) as door,
+    ):
+        refused = door.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
+    body = assert_problem(refused, 409, "cannot_decide_here")
+    assert "disabled" in body["detail"]
+    assert status_of(http, held, keys["root"]) == "pending"
+    assert log_of(disabled.log) == []
     assert shop.writes() == []
 
 
@@ -259,6 +313,27 @@ def test_confirmations_are_paged_by_their_link_header_each_once_in_order(http, k
         assert len(pages) <= 5, "the Link header never ends"
     assert [len(page) for page in pages] == [2, 2, 1]
     assert [c for page in pages for c in page] == held
+
+
+def test_the_link_to_the_next_page_keeps_the_filter(http, keys, clock):
+    deletes = []
+    for n in range(3):
+        deletes.append(hold_delete(http, keys["holder"], f"TEA-000{n}"))
+        clock.now += 1
+        batch = prices(*[f"TEA-{m:04d}" for m in range(51 + n)])  # held: over the batch size
+        answer = http.post(
+            "/v1/tools/shop.set_prices/invoke",
+            headers=bearer(keys["holder"]),
+            json={"input": batch},
+        )
+        assert answer.status_code == 202, answer.text
+        clock.now += 1
+    root = bearer(keys["root"])
+    only = {"tool": "shop.delete_product", "limit": 2}
+    first = http.get("/v1/confirmations", headers=root, params=only)
+    second = http.get(first.links["next"]["url"], headers=root)
+    assert [c["id"] for c in first.json() + second.json()] == deletes
+    assert "next" not in second.links
 
 
 def test_confirmations_filter_by_tool(http, keys):
