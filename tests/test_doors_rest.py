@@ -393,6 +393,17 @@ def test_a_key_without_the_decide_scope_lists_its_own_holds_as_not_decidable(htt
     assert http.get("/v1/confirmations", headers=bearer(keys["reader"])).json() == []
 
 
+def test_a_confirmation_whose_time_ran_out_is_listed_as_not_decidable(http, keys, clock):
+    held = hold_delete(http, keys["holder"])
+    clock.now += 2 * 3600  # past the hour a confirmation waits
+    root = bearer(keys["root"])
+    [listed] = http.get("/v1/confirmations", headers=root, params={"status": "all"}).json()
+    assert listed["id"] == held
+    assert listed["decidable"] is False
+    approved = http.post(f"/v1/confirmations/{held}/approve", headers=root)
+    assert_problem(approved, 410, "confirmation_expired")
+
+
 # --- 5. no token in the REST body; a run token runs one call once ------------------------------
 
 
