@@ -295,6 +295,24 @@ def test_past_the_cap_of_pending_holds_a_hold_is_429_too_many_pending_and_nothin
     assert shop.writes() == []
 
 
+def test_a_hold_refused_for_the_cap_may_be_sent_again_with_its_idempotency_key(
+    http, keys, executor
+):
+    executor.ledger.set_setting("max_pending_holds", 1)
+    first = hold_delete(http, keys["holder"], "TEA-0001")
+    again = {"Idempotency-Key": "second"}
+    refused = http.post(
+        "/v1/tools/shop.delete_product/invoke",
+        headers=bearer(keys["holder"]) | again,
+        json={"input": {"sku": "TEA-0002"}},
+    )
+    assert_problem(refused, 429, "too_many_pending")
+    assert http.post(f"/v1/confirmations/{first}/reject", headers=bearer(keys["root"])).is_success
+    second = hold_delete(http, keys["holder"], "TEA-0002", **again)  # a hold, not a replay
+    assert second != first
+    assert stored(executor) == 2
+
+
 # --- 3. confirmations listed a page at a time, filtered ----------------------------------------
 
 
