@@ -178,6 +178,23 @@ def test_the_inbox_next_link_keeps_the_tool_filter(root, executor, keys, clock):
     assert cards(root.get(following.group(1).replace("&amp;", "&")).text) == deletes[50:]
 
 
+def test_the_history_shows_fifty_rows_newest_first_and_its_older_link_the_rest(
+    root, executor, keys, clock
+):
+    decided = []
+    for n in range(51):
+        held = hold_as(executor, keys, "holder", f"TEA-{n:04d}")
+        assert executor.confirm(held, Caller.session("root"), "reject")["status"] == "rejected"
+        decided.append(held)
+        clock.now += 1
+    first = root.get("/ui/history").text
+    assert re.findall(r'<tr data-id="([^"]+)">', first) == decided[::-1][:50]
+    older = re.search(r'<a href="([^"]+)" rel="next">Older</a>', first)
+    assert older is not None, "no link to older rows"
+    rest = root.get(older.group(1).replace("&amp;", "&")).text
+    assert re.findall(r'<tr data-id="([^"]+)">', rest) == decided[:1]
+
+
 def test_the_inbox_filters_by_tool(root, executor, keys):
     delete = hold_as(executor, keys, "holder", "TEA-0001")
     key = keys.made["holder"]
