@@ -106,7 +106,11 @@ async def list_confirmations(
         response.headers["Link"] = f'<{following}>; rel="next"'
     return [
         confirmation_view(held, request)
-        | {"decidable": held.status == "pending" and _refusal(key, held, permissions) is None}
+        | {
+            "decidable": held.status == "pending"
+            and held.expires_at > now  # past it, deciding is 410: not decidable now
+            and _refusal(key, held, permissions) is None
+        }
         for held in found
     ]
 
