@@ -170,12 +170,6 @@ async def test_with_hold_key_writes_a_keys_small_write_over_mcp_is_held(
     assert shop.writes() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="McpTools.list_tools asks Executor.hold_rule(key.caller, tool) without the settings in"
-    " force, so the tool's _meta 'turnkit/hold' stays 'batch' under hold_key_writes (REST's"
-    " /v1/tools passes asettings_now() and says 'operator')",
-)
 async def test_with_hold_key_writes_the_tool_list_says_the_operator_holds_writes(
     served, executor, clock
 ):

@@ -293,12 +293,6 @@ def test_an_expired_hold_closed_by_a_decision_gives_its_units_back(http, keys, c
     assert hold_fits(http, keys["holder"], "TEA-0004")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an expired hold gives its reserved units back only when something closes it (a"
-    " decision, 410); one nobody touches keeps them for the rest of the window (matters only when"
-    " rate_limit_window outlasts confirmation_ttl)",
-)
 def test_an_expired_hold_nobody_decided_gives_its_units_back(http, keys, clock, long_window):
     for n in (1, 2, 3):
         hold_delete(http, keys["holder"], f"TEA-000{n}")

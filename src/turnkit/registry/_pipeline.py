@@ -20,6 +20,7 @@ from turnkit.errors import ToolError
 from turnkit.registry import _on_ledger as on_ledger
 from turnkit.registry import _steps as steps
 from turnkit.registry import answers
+from turnkit.registry._closing import expire_overdue
 from turnkit.registry._effects import (
     Cancelled,
     Environment,
@@ -370,6 +371,11 @@ def _charge(
     window = settings.rate_limit_window
     index = int(now // window)
     if (yield on_ledger.charge(steps.budgets(caller), index, cost, limit)):
+        return None, index
+    # out of room: holds of this caller that expired undecided give their units back first
+    if (yield from expire_overdue(caller, now)) and (
+        yield on_ledger.charge(steps.budgets(caller), index, cost, limit)
+    ):
         return None, index
     retry_after = round((index + 1) * window - now, 3)
     return answers.error(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from turnkit.registry import _on_ledger as on_ledger
 from turnkit.registry import _steps as steps
 from turnkit.registry import answers
+from turnkit.registry._closing import close_held, expire
 from turnkit.registry._effects import Environment, Pause, Permissions, Steps
 from turnkit.registry._pipeline import (
     OUTCOME_UNKNOWN,
@@ -32,7 +33,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.context import CONTROL_FIELDS
 from turnkit.registry.door import door_refusal
 from turnkit.registry.ledger.keys import ApiKey
-from turnkit.registry.ledger.records import Confirmation, ConfirmationStatus, iso
+from turnkit.registry.ledger.records import Confirmation
 from turnkit.registry.visibility import Allow
 
 __all__ = [
@@ -209,14 +210,14 @@ def confirm_steps(
     settings = env.defaults.merged(overrides)
     now = env.clock()
     if held.status == "pending" and held.expires_at <= now:
-        yield from _expire(held, now)
+        yield from expire(held, now)
         return (yield from _settled(env, held.id, settings.handler_timeout))
     if held.status != "pending":
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
 
     if parsed.action == "reject":  # runs nothing: any door may reject, whatever it declares
         outcome = answers.rejected(parsed.message)
-        closed = yield from _close(held, "rejected", outcome, now, decider, parsed)
+        closed = yield from close_held(held, "rejected", outcome, now, decider, parsed.to_json())
         if not closed:  # another process decided first, or the time ran out just now
             return (yield from _decided_before(env, held.id, settings.handler_timeout))
         return (yield from _settled(env, held.id, settings.handler_timeout))
@@ -299,7 +300,7 @@ def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation 
     held: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
     now = env.clock()
     if held is not None and held.status == "pending" and held.expires_at <= now:
-        yield from _expire(held, now)
+        yield from expire(held, now)
         held = yield on_ledger.get_confirmation(confirmation_id)
     elif held is not None and held.status == "running":
         settings = yield from settings_now(env)
@@ -317,40 +318,6 @@ def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
     yield on_ledger.abandon_confirmation(confirmation_id, unknown, stale_before)
 
 
-def _expire(held: Confirmation, now: float) -> Steps[None]:
-    """Close a pending confirmation whose time ran out (a no-op once decided or closed)."""
-    expired = answers.error(
-        "confirmation_expired",
-        f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
-    )
-    yield from _close(held, "expired", expired, now)
-
-
-def _close(
-    held: Confirmation,
-    status: ConfirmationStatus,
-    outcome: Answer,
-    now: float,
-    decider: Caller | str | None = None,
-    decision: Decision | None = None,
-) -> Steps[bool]:
-    """End a pending confirmation without a write (rejected, expired, refused) and give back
-    the rate-limit units its hold reserved; whether this call closed it."""
-    closed: bool = yield on_ledger.close_confirmation(
-        held.id,
-        status=status,
-        outcome=outcome,
-        now=now,
-        decided_by=decider.identity if isinstance(decider, Caller) else decider,
-        decision=None if decision is None else decision.to_json(),
-        only_expired=status == "expired",
-    )
-    if closed and held.reserved_units and held.reserved_window is not None:
-        units, window = held.reserved_units, held.reserved_window
-        yield on_ledger.refund(steps.budgets(held.caller), window, units)
-    return closed
-
-
 def _refuse_revoked(
     env: Environment,
     held: Confirmation,
@@ -360,7 +327,8 @@ def _refuse_revoked(
     decision: Decision,
 ) -> Steps[Answer]:
     """Close a confirmation whose API key was revoked or expired: ``forbidden``, nothing ran."""
-    closed = yield from _close(held, "forbidden", key_gone(gone), now, decider, decision)
+    outcome = key_gone(gone)
+    closed = yield from close_held(held, "forbidden", outcome, now, decider, decision.to_json())
     timeout = env.defaults.handler_timeout  # nothing runs: no write to wait for
     if not closed:
         return (yield from _decided_before(env, held.id, timeout))
@@ -378,7 +346,7 @@ def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
     found: list[Confirmation] = yield on_ledger.pending_of(key.caller.identity)
     closed = 0
     for held in found:
-        closed += bool((yield from _close(held, "forbidden", key_gone(gone), now, by)))
+        closed += bool((yield from close_held(held, "forbidden", key_gone(gone), now, by)))
     return closed
 
 

@@ -120,9 +120,12 @@ class McpTools:
         """The tools ``key`` may use now, in the registry's order (none without a key)."""
         if key is None:
             return types.ListToolsResult(tools=[])
-        visible = await self.executor.avisible_for(key.caller, key.allowed)
+        settings = await self.executor.asettings_now()  # the hold rule reads them too
+        visible = await self.executor.avisible_for(key.caller, key.allowed, settings=settings)
         shown = [
-            _listed(self._name_of[tool.name], tool, self.executor.hold_rule(key.caller, tool))
+            _listed(
+                self._name_of[tool.name], tool, self.executor.hold_rule(key.caller, tool, settings)
+            )
             for tool in visible
             if tool.name in self._name_of
         ]
