@@ -217,3 +217,50 @@ def test_the_crash_workers_shop_keeps_the_shops_declarations(tmp_path: Path):
     ours = Registry([Shop(tmp_path / "a")]).get("shop.set_prices")
     crashing = Registry([_CrashingShop(tmp_path / "b")]).get("shop.set_prices")
     assert fingerprint(ours) == fingerprint(crashing)
+
+
+def test_a_script_and_the_command_importing_it_agree_on_its_handlers(tmp_path):
+    """``python app.py`` holds (its functions live in ``__main__``); ``turnkit confirmations
+    approve --module app:...`` imports ``app``: the same declaration, the same fingerprint."""
+    import subprocess
+    import sys
+
+    (tmp_path / "app.py").write_text(
+        "from turnkit.registry.declaration import handler_ref\n"
+        "def set_note(input, ctx):\n    return {}\n"
+        "if __name__ == '__main__':\n    print(handler_ref(set_note))\n"
+    )
+    run = [sys.executable, "app.py"]
+    as_script = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, check=True)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import app\nfrom turnkit.registry.declaration import handler_ref"
+         "\nprint(handler_ref(app.set_note))"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert as_script.stdout == imported.stdout == "app:set_note\n"
+
+
+def test_tools_wrapping_objects_of_one_class_are_told_apart_by_their_names():
+    class Wrapped:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    def wrap(inner: Wrapped):
+        def run(input, ctx):
+            return inner.name
+
+        return run
+
+    assert handler_ref(wrap(Wrapped("a"))) != handler_ref(wrap(Wrapped("b")))
+    assert handler_ref(wrap(Wrapped("a"))) == handler_ref(wrap(Wrapped("a")))
+
+
+def test_a_door_whose_input_limit_is_lower_leaves_the_write_pending(door, key, root, shop):
+    executor = door(Shop(shop.log))
+    big = {"sku": "TEA-" + "0" * 3000}
+    cid = executor.execute(key, "shop.delete_product", big)["confirmation_id"]
+    strict = door(Shop(shop.log), Settings(max_input_chars=1000))
+    answer = strict.confirm(cid, root, "approve")
+    assert_refused_here(answer, "'max_input_chars' is 1000")
+    assert executor.confirmation(cid).status == "pending"
+    assert executor.confirm(cid, root, "approve")["status"] == "ok"

@@ -108,7 +108,7 @@ def test_the_inbox_of_a_door_declaring_the_tool_differently_may_reject_though_no
         httpx.Client(base_url=url, timeout=WAIT, follow_redirects=True) as door,
     ):
         sign_in(door, keys["root"])
-        assert decide(door, held, "approve").status_code == 422
+        assert decide(door, held, "approve").status_code == 409  # as REST: this door's own
         rejected = decide(door, held, "reject")
     assert rejected.status_code == 200
     assert "rejected; nothing ran" in rejected.text

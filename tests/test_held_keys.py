@@ -15,6 +15,7 @@ import pytest
 from _shop import prices
 from test_cli import TURNKIT, env
 from turnkit import Caller
+from turnkit.registry._steps import window_start
 
 DELETE = {"sku": "TEA-0001"}
 
@@ -94,7 +95,7 @@ def test_ending_a_revoked_keys_holds_closes_them_all_and_gives_their_units_back(
 ):
     executor.ledger.set_setting("rate_limit_units", 2)
     first, second = hold(executor, made), hold(executor, made)
-    window = int(clock.now // 60)
+    window = window_start(clock.now, 60)
     assert executor.ledger.usage(made.caller.identity, window) == 2
     assert executor.end_key_holds(made) == 0  # the key still works: nothing ends
     executor.ledger.keys.revoke(made.id, now=clock.now)
@@ -131,3 +132,22 @@ def test_a_session_hold_is_not_touched_by_a_keys_revocation(executor, made, alic
     executor.ledger.keys.revoke(made.id, now=clock.now)
     assert executor.end_key_holds(executor.ledger.keys.get(made.id)) == 0
     assert executor.confirmation(cid).status == "pending"
+
+
+def test_a_key_revoked_between_the_check_and_the_claim_still_stops_the_write(
+    executor, made, root, shop, clock, monkeypatch
+):
+    """The decider looked at the key (it worked), then ``turnkit keys revoke`` ran before the
+    claim: the claim is conditional on the key, so the write never runs."""
+    cid = hold(executor, made)
+    claim = executor.ledger.claim_confirmation
+
+    def revoked_first(*args, **kwargs):
+        executor.ledger.keys.revoke(made.id, now=clock.now)
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(executor.ledger, "claim_confirmation", revoked_first)
+    answer = executor.confirm(cid, root, "approve")
+    assert answer["error"]["details"]["reason"] == "key revoked"
+    assert_closed_forbidden(executor, cid, "key revoked")
+    assert shop.writes() == []

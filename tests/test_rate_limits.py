@@ -17,6 +17,7 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Registry
+from turnkit.registry._steps import window_start
 from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 
@@ -29,7 +30,7 @@ def skus(count: int) -> list[str]:
 
 def used(executor: Executor, caller: Caller, clock: Any) -> int:
     """Units ``caller`` spent in the window the clock is in now."""
-    return executor.ledger.usage(caller.identity, int(clock.now // WINDOW))
+    return executor.ledger.usage(caller.identity, window_start(clock.now, WINDOW))
 
 
 def assert_ok(answer: dict) -> Any:
@@ -267,14 +268,14 @@ def test_rate_limit_settings_are_read_at_call_time(executor, key, clock, units, 
     assert_ok(executor.execute(key, "shop.list_products", {}))
     assert_rate_limited(executor.execute(key, "shop.list_products", {}))
 
-    ledger.set_setting("rate_limit_window", 10.0)  # a new window length: new windows
-    clock.now += 3
-    for _ in range(2):
-        assert_ok(executor.execute(key, "shop.list_products", {}))
+    ledger.set_setting("rate_limit_window", 10.0)  # a new window length: windows named by
+    clock.now += 3  # their start, so the 10 s one starting now-3 s holds what was spent then
     details = assert_rate_limited(executor.execute(key, "shop.list_products", {}))
     assert details["retry_after"] == pytest.approx(7.0)
     clock.now += details["retry_after"]
-    assert_ok(executor.execute(key, "shop.list_products", {}))
+    for _ in range(2):
+        assert_ok(executor.execute(key, "shop.list_products", {}))
+    assert_rate_limited(executor.execute(key, "shop.list_products", {}))
 
 
 def test_zero_units_turns_rate_limiting_off(meter, meter_key, clock, units):
@@ -447,7 +448,7 @@ def test_each_caller_has_its_own_budget_and_a_users_keys_share_one(
     # a second key of alice's draws on her user's budget too: more keys are no more budget
     assert_rate_limited(executor.execute(other_key, "shop.list_products", {}))
     assert used(executor, other_key, clock) == 0
-    assert executor.ledger.usage("user:alice", int(clock.now // WINDOW)) == 2
+    assert executor.ledger.usage("user:alice", window_start(clock.now, WINDOW)) == 2
 
     for caller in (alice, bob, bobs_key):  # alice's session is not her key; bob is not alice
         assert_ok(executor.execute(caller, "shop.list_products", {}))
@@ -543,3 +544,25 @@ def test_a_cap_of_zero_holds_without_limit(executor, key):
     for sku in range(5):
         held = executor.execute(key, "shop.delete_product", {"sku": str(sku)})
         assert held["status"] == "confirmation_required"
+
+
+def test_an_approval_refused_for_the_held_users_rights_gives_the_units_back(
+    executor, alice, clock, units, ledger, rights, shop
+):
+    ledger.set_setting("api_session_write_modules", ["shop"])
+    units(5)
+    held = executor.execute(alice, "shop.set_prices", prices())["confirmation_id"]
+    assert used(executor, alice, clock) == 1
+    rights.revoke("alice", "shop.manage")
+    assert executor.confirm(held, alice, "approve")["error"]["code"] == "forbidden"
+    assert used(executor, alice, clock) == 0
+    assert shop.writes() == []
+
+
+def test_an_edit_that_costs_less_gives_the_difference_back(executor, key, clock, units, shop):
+    units(10)
+    held = executor.execute(key, "shop.set_prices", prices(*skus(80)))["confirmation_id"]
+    assert used(executor, key, clock) == 2
+    edit = {"action": "edit", "arguments": prices("TEA-0001")}
+    assert assert_ok(executor.confirm(held, key, edit)) == {"updated": 1}
+    assert used(executor, key, clock) == 1

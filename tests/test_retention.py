@@ -18,6 +18,7 @@ import pytest
 from _shop import prices
 from test_cli import TURNKIT, env
 from turnkit import Caller
+from turnkit.registry._steps import window_start
 from turnkit.registry.ledger import MemoryLedger, open_ledger
 from turnkit.registry.ledger.retention import Pruned, prune
 
@@ -93,20 +94,35 @@ def test_audit_rows_go_only_when_opted_in(executor, aged, clock):
     assert all(row["at"] >= clock.now - 30 * DAY for row in ledger.audit_rows(1000))
 
 
-def test_ended_rate_limit_windows_are_forgotten(executor, key, clock):
+def test_rate_limit_windows_are_forgotten_a_day_after_they_started(executor, key, clock):
     executor.execute(key, "shop.list_products", {})
-    window = int(clock.now // 60)
+    window = window_start(clock.now, 60)
     assert executor.ledger.usage(key.identity, window) == 1
-    clock.now += 120
+    clock.now += 120  # ended, but another process may count windows of an hour: kept
+    assert prune(executor.ledger, now=clock.now, retention_days=30).usage == 0
+    assert executor.ledger.usage(key.identity, window) == 1
+    clock.now += DAY
     assert prune(executor.ledger, now=clock.now, retention_days=30).usage >= 1
     assert executor.ledger.usage(key.identity, window) == 0
 
 
+def test_pruning_with_a_shorter_window_keeps_a_longer_windows_usage(executor, key, clock):
+    """A server counting hour-long windows (its settings in code) and ``turnkit ledger prune``
+    with the default minute: the server's budget is not reset."""
+    executor.ledger.set_setting("rate_limit_units", 1)
+    executor.ledger.set_setting("rate_limit_window", 3600)
+    assert executor.execute(key, "shop.list_products", {})["status"] == "ok"
+    clock.now += 600
+    prune(executor.ledger, now=clock.now, retention_days=30, rate_limit_window=60)
+    refused = executor.execute(key, "shop.list_products", {})
+    assert refused["error"]["code"] == "rate_limited"
+
+
 def test_a_memory_ledger_forgets_ended_windows_too(clock):
     ledger = MemoryLedger()
-    assert ledger.charge("key:k", int(clock.now // 60), 1, 10)
-    assert prune(ledger, now=clock.now + 120, retention_days=30).usage == 1
-    assert ledger.usage("key:k", int(clock.now // 60)) == 0
+    assert ledger.charge("key:k", window_start(clock.now, 60), 1, 10)
+    assert prune(ledger, now=clock.now + DAY + 120, retention_days=30).usage == 1
+    assert ledger.usage("key:k", window_start(clock.now, 60)) == 0
     ledger.close()
 
 
@@ -228,3 +244,23 @@ def test_a_caller_is_stored_and_read_back_as_it_was(executor, key):
     cid = executor.execute(key, "shop.delete_product", {"sku": "X"})["confirmation_id"]
     assert executor.ledger.get_confirmation(cid).caller == key
     assert isinstance(executor.ledger.get_confirmation(cid).caller, Caller)
+
+
+def test_the_idempotency_record_of_a_hold_still_open_is_kept_however_old(
+    executor, key, shop, clock
+):
+    """A hold may outlive the retention (``confirmation_ttl`` 3 days, ``retention_days`` 1): its
+    repeat must replay the hold, never make a second one that runs the write again."""
+    executor.ledger.set_setting("confirmation_ttl", 3 * DAY)
+    control = {"idempotency_key": "k1"}
+    held = executor.execute(key, "shop.delete_product", {"sku": "A"}, control)
+    clock.now += 1.5 * DAY
+    assert prune(executor.ledger, now=clock.now, retention_days=1).idempotency == 0
+    again = executor.execute(key, "shop.delete_product", {"sku": "A"}, control)
+    assert again["confirmation_id"] == held["confirmation_id"]
+    assert again["replayed"] is True
+    assert len(executor.ledger.list_confirmations()) == 1
+    executor.confirm(held["confirmation_id"], key, "reject")
+    clock.now += 2 * DAY
+    assert prune(executor.ledger, now=clock.now, retention_days=1).idempotency == 1
+    assert shop.writes() == []

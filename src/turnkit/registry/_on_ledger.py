@@ -67,8 +67,10 @@ def claim_confirmation(
     now: float,
     input: dict[str, Any] | None = None,
     input_hash: str | None = None,
+    key_id: str | None = None,
 ) -> OnLedger:
-    """Move a pending confirmation to running for one decider; whether this one won."""
+    """Move a pending confirmation to running for one decider (while ``key_id``, when given,
+    still works); whether this one won."""
     return OnLedger(
         lambda ledger: ledger.claim_confirmation(
             confirmation_id,
@@ -78,6 +80,7 @@ def claim_confirmation(
             now=now,
             input=input,
             input_hash=input_hash,
+            key_id=key_id,
         )
     )
 

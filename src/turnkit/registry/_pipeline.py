@@ -278,6 +278,8 @@ def _hold_charge_run(
     # 8. rate limit (an approved write spent its units when it was held)
     if approved is not None:
         cost -= approved.reserved_units
+        if cost < 0 and approved.reserved_window is not None:  # an edit that costs less
+            yield on_ledger.refund(steps.budgets(caller), approved.reserved_window, -cost)
     if cost > 0:
         refused, _ = yield from _charge(caller, cost, settings, now)
         if refused is not None:
@@ -354,8 +356,8 @@ def _charge(
 ) -> Steps[tuple[Answer | None, int | None]]:
     """Step 8: charge ``cost`` to the caller's budgets (a key's and its user's) in this window.
 
-    ``(refusal, None)`` when there is no room; ``(None, window)`` once charged; ``(None, None)``
-    when rate limits are off."""
+    ``(refusal, None)`` when there is no room; ``(None, window)`` once charged (the window's
+    ``window_start``); ``(None, None)`` when rate limits are off."""
     limit = settings.rate_limit_units
     if limit <= 0:
         return None, None
@@ -369,15 +371,15 @@ def _charge(
             limit=limit,
         ), None
     window = settings.rate_limit_window
-    index = int(now // window)
-    if (yield on_ledger.charge(steps.budgets(caller), index, cost, limit)):
-        return None, index
+    start = steps.window_start(now, window)
+    if (yield on_ledger.charge(steps.budgets(caller), start, cost, limit)):
+        return None, start
     # out of room: holds of this caller that expired undecided give their units back first
     if (yield from expire_overdue(caller, now)) and (
-        yield on_ledger.charge(steps.budgets(caller), index, cost, limit)
+        yield on_ledger.charge(steps.budgets(caller), start, cost, limit)
     ):
-        return None, index
-    retry_after = round((index + 1) * window - now, 3)
+        return None, start
+    retry_after = round(start / 1000 + window - now, 3)
     return answers.error(
         "rate_limited",
         f"rate limit reached: {limit} units per {window:g} s; this call costs {cost}."

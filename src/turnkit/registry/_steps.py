@@ -171,6 +171,13 @@ def cost_of(tool: Tool, value: dict[str, Any]) -> int:
     return 1
 
 
+def window_start(now: float, window: float) -> int:
+    """The rate-limit window of ``window`` seconds that ``now`` falls in, named by when it
+    started, in milliseconds since the epoch: a name that means the same whatever window length
+    another process uses, so retention tells ended windows by time alone."""
+    return int(now // window * window * 1000)
+
+
 def budgets(caller: Caller) -> tuple[str, ...]:
     """The rate-limit budgets a call of ``caller`` is charged to: its own, and for a key its
     owner's too (``user:<id>``), so a user's keys share one budget beside each key's own."""

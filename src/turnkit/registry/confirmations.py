@@ -229,12 +229,12 @@ def confirm_steps(
     # them (a key's scopes and allow list as the request carried them), else as held
     himself = decider.identity == held.caller.identity
     runner, run_allow = (decider, allow) if himself else (held.caller, "all")
+    key: ApiKey | None = None
     if held.caller.kind == "key":  # the key the write was held under, as the ledger has it now
         key = yield on_ledger.get_key(held.caller.key_id or "")
         if key is not None:  # (None: a key the application keeps itself, not in the ledger)
-            gone = key.refused(now)
-            if gone is not None:
-                return (yield from _refuse_revoked(env, held, gone, now, decider, parsed))
+            if key.gone(now) is not None:
+                return (yield from _refuse_revoked(env, held, key, now, decider, parsed))
             if not himself:
                 runner, run_allow = key.caller, key.allowed
 
@@ -252,8 +252,13 @@ def confirm_steps(
         now=now,
         input=new_input,
         input_hash=new_hash,
+        key_id=None if key is None else key.id,
     )
-    if not won:  # another process decided first, or the time ran out just now
+    if not won:  # another process decided first, the time ran out, or the key went just now
+        if key is not None:
+            now_key: ApiKey | None = yield on_ledger.get_key(key.id)
+            if now_key is not None and now_key.gone(env.clock()) is not None:
+                return (yield from _refuse_revoked(env, held, now_key, now, decider, parsed))
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
     run = Call(  # as the held caller with their rights now (a key's scopes and allow list)
         caller=runner,
@@ -277,6 +282,11 @@ def confirm_steps(
         yield on_ledger.reopen_confirmation(held.id)
         outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
         return outcome
+    if not run.started and held.reserved_units and held.reserved_window is not None:
+        # closed without a run (the held user's rights now): its hold's units come back
+        yield on_ledger.refund(
+            steps.budgets(held.caller), held.reserved_window, held.reserved_units
+        )
     yield on_ledger.finish_confirmation(held.id, outcome)
     return outcome
 
@@ -321,13 +331,13 @@ def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
 def _refuse_revoked(
     env: Environment,
     held: Confirmation,
-    gone: str,
+    key: ApiKey,
     now: float,
     decider: Caller,
     decision: Decision,
 ) -> Steps[Answer]:
     """Close a confirmation whose API key was revoked or expired: ``forbidden``, nothing ran."""
-    outcome = key_gone(gone)
+    outcome = key_gone(key, now)
     closed = yield from close_held(held, "forbidden", outcome, now, decider, decision.to_json())
     timeout = env.defaults.handler_timeout  # nothing runs: no write to wait for
     if not closed:
@@ -340,24 +350,22 @@ def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
     revoked or has expired (``turnkit keys revoke`` does it at once; deciding one does it too);
     how many were closed. ``by``: who is recorded as having closed them."""
     now = env.clock()
-    gone = key.refused(now)
-    if gone is None:
+    if key.gone(now) is None:
         return 0
     found: list[Confirmation] = yield on_ledger.pending_of(key.caller.identity)
     closed = 0
     for held in found:
-        closed += bool((yield from close_held(held, "forbidden", key_gone(gone), now, by)))
+        closed += bool((yield from close_held(held, "forbidden", key_gone(key, now), now, by)))
     return closed
 
 
-def key_gone(refused: str) -> Answer:
-    """The outcome of a write held under an API key that was revoked or expired since
-    (``ApiKey.refused``'s reason): forbidden, nothing ran."""
-    reason = "key expired" if " expired at " in refused else "key revoked"
+def key_gone(key: ApiKey, now: float) -> Answer:
+    """The outcome of a write held under ``key``, revoked or expired by ``now``: forbidden,
+    nothing ran, ``details.reason`` "key revoked" or "key expired"."""
     return answers.error(
         "forbidden",
-        f"{refused}: the write it asked for does not run (a key's holds end with it)",
-        reason=reason,
+        f"{key.refused(now)}: the write it asked for does not run (a key's holds end with it)",
+        reason=f"key {key.gone(now)}",
     )
 
 

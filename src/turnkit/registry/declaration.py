@@ -1,7 +1,8 @@
 """Which declaration of a tool a held write was made under, so no other one is run for it.
 
 A confirmation records the module that declared its tool and a **fingerprint** of the declaration:
-the tool's name, its module's key, its input and output schemas, and where its handler lives
+the tool's name, its module's key, its input and output schemas, its ``max_items``, and where its
+handler lives
 (``package.module:qualified.name``, through ``functools.partial``, bound methods, ``__wrapped__``
 and the functions a closure wraps). A door deciding the confirmation (the CLI, a server, another
 application on the same ledger) runs the write only when its own registry declares the tool with
@@ -19,6 +20,8 @@ import functools
 import hashlib
 import inspect
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from turnkit.registry.tool import Tool
@@ -43,6 +46,7 @@ def fingerprint(tool: Tool) -> str:
         "module": tool.module,
         "input_schema": tool.input_schema,
         "output_schema": tool.output_schema,
+        "max_items": tool.max_items,
         "handler": handler_ref(tool.handler),
     }
     text = json.dumps(declared, sort_keys=True, separators=(",", ":"), default=repr)
@@ -67,24 +71,50 @@ def handler_ref(handler: object, depth: int = 0) -> str:
     wrapped = getattr(handler, "__wrapped__", None)
     if wrapped is not None and wrapped is not handler:
         return f"{_name(handler)}[{handler_ref(wrapped, depth + 1)}]"
-    inner = [
-        handler_ref(cell.cell_contents, depth + 1)
-        for cell in getattr(handler, "__closure__", None) or ()
-        if _is_code(cell)
-    ]
     if not inspect.isfunction(handler) and not inspect.isbuiltin(handler):
         return _name(type(handler))  # a callable object: its class
+    inner = [ref for cell in _cells(handler) if (ref := _captured(cell.cell_contents, depth))]
     return _name(handler) + (f"[{','.join(inner)}]" if inner else "")
 
 
-def _is_code(cell: Any) -> bool:
-    try:
-        value = cell.cell_contents
-    except ValueError:  # an empty cell
-        return False
-    return inspect.isfunction(value) or inspect.ismethod(value) or inspect.isclass(value)
+def _cells(handler: object) -> list[Any]:
+    """The filled cells of a closure's ``__closure__`` (none for anything else)."""
+    filled = []
+    for cell in getattr(handler, "__closure__", None) or ():
+        try:
+            cell.cell_contents  # noqa: B018  # an empty cell raises
+        except ValueError:
+            continue
+        filled.append(cell)
+    return filled
+
+
+def _captured(value: Any, depth: int) -> str:
+    """What a closure wraps, when it says which code runs: a function, method or class, or an
+    object of an application's class (a LangChain tool: its class and its ``name``); plain
+    data (numbers, text, containers) says nothing and is left out."""
+    if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isclass(value):
+        return handler_ref(value, depth + 1)
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return ""
+    named = getattr(value, "name", None)
+    return _name(kind) + (f"({named})" if isinstance(named, str) else "")
 
 
 def _name(thing: Any) -> str:
     module = getattr(thing, "__module__", None) or "?"
+    if module == "__main__":  # a script run as `python app.py` or `python -m app`: its name
+        module = _main_name()
     return f"{module}:{getattr(thing, '__qualname__', None) or getattr(thing, '__name__', '?')}"
+
+
+def _main_name() -> str:
+    """The importable name of the ``__main__`` module (``python -m app``: ``app``; ``python
+    app.py``: ``app``), so a script and the command that imports it agree."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        return str(spec.name)
+    path = getattr(main, "__file__", None)
+    return Path(path).stem if path else "__main__"

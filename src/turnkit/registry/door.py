@@ -8,6 +8,7 @@ pending, with a line saying what differs, so the door that can run it still may:
 
 - the door does not declare the held tool, or declares it differently (another module's handler
   under the same name, a changed schema: ``registry/declaration.py``);
+- the held input is over this door's ``max_input_chars``;
 - the tool's module is disabled here;
 - the agent's switch: the write was held for a signed-in user in a module the agent may act in
   where it was held (``api_session_write_modules`` in that door's settings), and this door's
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnkit.registry import _steps as steps
 from turnkit.registry import answers
 from turnkit.registry._effects import Environment, Steps
 from turnkit.registry._pipeline import enabled_now
@@ -59,6 +61,15 @@ def door_refusal(
             f" it where {where} is loaded as it was when the call was held",
             module=held.module,
             here=tool.module,
+        )
+    problem, _ = steps.input_error(tool, held.input, settings)
+    if problem is not None:  # the declaration is the same: this door's own limits differ
+        return _refused(
+            held,
+            f"the held input does not pass this door's checks ({problem['error']['message']});"
+            f" its setting 'max_input_chars' is {settings.max_input_chars}: decide it where the"
+            " call was held, or give this door the same settings",
+            setting="max_input_chars",
         )
     enabled = (yield from enabled_now(env.registry, [tool.module]))[tool.module]
     if not enabled:

@@ -183,22 +183,33 @@ class ConfirmationRows(ABC):
         now: float,
         input: dict[str, Any] | None = None,
         input_hash: str | None = None,
+        key_id: str | None = None,
     ) -> bool:
         """Atomically move a pending, unexpired confirmation to ``running`` with a run token.
 
         Returns True for the one caller that wins; everyone else gets False. An edit passes the
-        new ``input`` (and its hash), which replaces the held one in the same statement.
+        new ``input`` (and its hash), which replaces the held one in the same statement. With
+        ``key_id`` (the API key the write was held under), it wins only while that key is
+        neither revoked nor expired: a revocation that lands after the decider looked at the
+        key still stops the write.
         """
-        return self._run(
+        sql = (
             "UPDATE turnkit_confirmations SET status = 'running', decided_at = ?, decided_by = ?,"
             " decision = ?, token = ?, input = COALESCE(?, input),"
             " input_hash = COALESCE(?, input_hash)"
-            " WHERE id = ? AND status = 'pending' AND expires_at > ?",
-            (
-                now, decided_by, dump(decision), token,
-                None if input is None else dump(input), input_hash, confirmation_id, now,
-            ),
-        ) == 1  # fmt: skip
+            " WHERE id = ? AND status = 'pending' AND expires_at > ?"
+        )
+        params: list[Any] = [
+            now, decided_by, dump(decision), token,
+            None if input is None else dump(input), input_hash, confirmation_id, now,
+        ]  # fmt: skip
+        if key_id is not None:
+            sql += (
+                " AND NOT EXISTS (SELECT 1 FROM turnkit_api_keys k WHERE k.id = ?"
+                " AND (k.revoked_at IS NOT NULL OR k.expires_at <= ?))"
+            )
+            params += [key_id, now]
+        return self._run(sql, params) == 1
 
     def close_confirmation(
         self,

@@ -20,7 +20,7 @@ import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from turnkit.errors import CallerError
 from turnkit.registry.caller import Caller
@@ -74,6 +74,14 @@ class ApiKey:
     def allowed(self) -> Allow:
         """The allow list in the executor's terms (``"all"`` when the key has none)."""
         return "all" if self.allow is None else self.allow
+
+    def gone(self, now: float) -> Literal["revoked", "expired"] | None:
+        """Whether the key was revoked or has expired at ``now`` (None while it works)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return None
 
     def refused(self, now: float) -> str | None:
         """Why the key cannot be used at ``now`` (revoked, expired), or None."""

@@ -75,10 +75,22 @@ class PostgresLedger(Ledger):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             for statement in TABLES:
                 conn.execute(statement)
-            for table, column, kind in ADDED_COLUMNS:  # a ledger of an older turnkit
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+            # an older turnkit's ledger: only what is missing (an ALTER locks the table whole)
+            present = {
+                (table, column)
+                for table, column in conn.execute(
+                    "SELECT table_name, column_name FROM information_schema.columns"
+                    " WHERE table_schema = current_schema()"
+                )
+            }
+            for table, column, kind in ADDED_COLUMNS:
+                if (table, column) not in present:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
             for statement in INDEXES:
-                conn.execute(statement)
+                name = statement.split(" IF NOT EXISTS ")[1].split()[0]
+                found = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+                if found is None or found[0] is None:
+                    conn.execute(statement)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._pool.connection() as conn:

@@ -3,8 +3,11 @@
 Kept for ``retention_days`` (a setting, default 30) after they stop mattering, then deleted:
 decided confirmations (done, rejected, expired, refused) and pending ones long past their expiry;
 idempotency records (a repeat after that runs anew: keep the window longer than any retry, at
-least the IETF draft's 24 hours, hence a minimum of one day). Deleted as soon as they are over:
-sign-ins of the web inbox that expired, and rate-limit windows that ended. Audit rows only when the
+least the IETF draft's 24 hours, hence a minimum of one day) — except the record of a held call
+whose confirmation is still open (pending or running), however old: its repeat must replay the
+hold, never make a second one. Deleted as soon as they are over:
+sign-ins of the web inbox that expired, and rate-limit windows that started over a day ago (they
+ended, whatever window length a process uses). Audit rows only when the
 operator opts in with ``audit_retention_days`` (0, the default, keeps them for good).
 
 Never deleted: pending and running confirmations still in their time, API keys (revoked ones
@@ -57,7 +60,14 @@ _TARGETS: dict[str, tuple[str, str, str]] = {
         "((status IN ('done', 'rejected', 'expired', 'forbidden')"
         " AND COALESCE(decided_at, expires_at) < ?) OR (status = 'pending' AND expires_at < ?))",
     ),
-    "idempotency": ("turnkit_idempotency", "caller_identity, tool, key", "created_at < ?"),
+    "idempotency": (
+        "turnkit_idempotency",
+        "caller_identity, tool, key",
+        "created_at < ? AND NOT EXISTS (SELECT 1 FROM turnkit_confirmations c"
+        " WHERE c.caller_identity = turnkit_idempotency.caller_identity"
+        " AND c.tool = turnkit_idempotency.tool AND c.idempotency_key = turnkit_idempotency.key"
+        " AND c.status IN ('pending', 'running'))",
+    ),
     "sessions": ("turnkit_key_sessions", "token_hash", "expires_at <= ?"),
     "usage": ("turnkit_rate_usage", "caller_identity, window_start", "window_start < ?"),
     "audit": ("turnkit_audit", "id", "at < ?"),
@@ -79,15 +89,17 @@ def prune(
         now: seconds since the epoch.
         retention_days: how long decided confirmations and idempotency records are kept.
         audit_retention_days: how long audit rows are kept; 0 keeps them for good.
-        rate_limit_window: the window length, to tell which windows ended.
+        rate_limit_window: the ledger's window length: windows that started more than a day
+            (or one such window, when longer) before ``now`` have ended.
         dry_run: count, delete nothing.
     """
     retained = now - retention_days * DAY
+    ended = int((now - max(DAY, rate_limit_window)) * 1000)  # windows are named by their start
     cutoffs: dict[str, tuple[Any, ...]] = {
         "confirmations": (retained, retained),
         "idempotency": (retained,),
         "sessions": (now,),
-        "usage": (int(now // rate_limit_window) - 1,),
+        "usage": (ended,),
     }
     if audit_retention_days > 0:
         cutoffs["audit"] = (now - audit_retention_days * DAY,)
@@ -96,7 +108,7 @@ def prune(
         for kind, cutoff in cutoffs.items()
     }
     if not dry_run:  # a ledger that keeps usage in memory too (MemoryLedger)
-        counts["usage"] += ledger.forget_usage(int(now // rate_limit_window) - 1)
+        counts["usage"] += ledger.forget_usage(ended)
     return Pruned(**counts)
 
 

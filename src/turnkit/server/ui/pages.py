@@ -172,9 +172,11 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
             values["problems"] = {before.id: _violations(answer)}
             values["edited"] = {before.id: fields}
             return page(request, who, "inbox.html", status=422, **values)
-        if after.status == "pending":  # refused and still pending (a rate limit, a right lost)
+        if after.status == "pending":  # refused and still pending (a rate limit, this door)
             said = answer.get("error", {}).get("message", "the decision was not applied")
-            return message(request, who, 422, "Not applied", f"Nothing was applied: {said}")
+            here = is_error(answer, "cannot_decide_here")  # this server's configuration: 409
+            return message(request, who, 409 if here else 422, "Not applied",
+                           f"Nothing was applied: {said}")  # fmt: skip
         return RedirectResponse(f"{_root(request)}/?decided={after.id}", status_code=303)
 
     @router.get("/history")
