@@ -73,10 +73,13 @@ def serve(
         "db": db,
         "modules": module or [],
         "entry_points": entry_points,
+        "demo": demo,
         "catalogue": catalogue,
         "permissions": permissions,
     }
-    session(db, module, entry_points, catalogue, "demo", [], [], permissions).close()  # checked
+    session(
+        db, module, entry_points, demo, catalogue, "demo", [], [], permissions
+    ).close()  # checked
     os.environ[OPTIONS] = json.dumps(options)  # read, then removed, by each worker
     where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
