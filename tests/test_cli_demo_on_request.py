@@ -121,6 +121,7 @@ def test_a_command_given_no_tools_says_what_to_pass(myapp, command, example):
         ["chat", "--model", "scripted"],
         ["confirmations", "approve", "abcd"],
         ["confirmations", "reject", "abcd"],
+        ["keys", "create", "--user", "alice"],
     ],
 )
 def test_the_demo_and_a_module_together_are_refused(myapp, command):
@@ -128,6 +129,7 @@ def test_the_demo_and_a_module_together_are_refused(myapp, command):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--demo loads the demo catalogue alone: leave out --module" in flat(done.stdout)
     no_traceback(done)
+    assert myapp.ledger.keys.list() == []
 
 
 @pytest.mark.parametrize(
