@@ -114,7 +114,7 @@ def test_chat_shows_a_held_write_and_approving_it_at_the_prompt_runs_it(tmp_path
     child.expect(words("Done: I changed the price of ACC-0001 from 7.03 to 6.33"))
     child.expect("you>")
     child.sendline("/quit")
-    child.expect(words("turnkit chat --thread t1"))
+    child.expect(words("turnkit chat --demo --thread t1"))
     child.expect(pexpect.EOF)
 
 

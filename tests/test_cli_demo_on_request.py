@@ -8,10 +8,11 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import pytest
 
 import _myapp
-from test_cli import ROOT, TURNKIT, env, flat
+from test_cli import ROOT, TURNKIT, env, flat, words
 from test_cli_first_hour import no_traceback
 from turnkit import Caller, Executor, Registry
 from turnkit.registry.ledger import open_ledger
@@ -145,3 +146,18 @@ def test_a_catalogue_without_the_demo_is_refused(myapp, command):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--catalogue 'shop.sqlite' is the demo catalogue's file: add --demo" in flat(done.stdout)
     no_traceback(done)
+
+
+def test_leaving_a_chat_on_your_modules_says_how_to_continue_with_them(myapp):
+    """The command that continues the thread repeats the options that loaded its tools: without
+    them, it would be refused (or, before --demo, answered by the demo)."""
+    child = pexpect.spawn(
+        TURNKIT, ["chat", "--module", "_myapp:MyCatalogue", "--model", "scripted", "--thread",
+                  "t-mine", "--db", myapp.db], cwd=str(myapp.folder),
+        env={**env(), "PYTHONPATH": str(ROOT / "tests"), "TURNKIT_TEST_APP_DIR": str(myapp.folder)},
+        encoding="utf-8", timeout=60, dimensions=(50, 160),
+    )  # fmt: skip
+    child.expect("you>")
+    child.sendcontrol("d")
+    child.expect(words("continue with: turnkit chat --module _myapp:MyCatalogue --thread t-mine"))
+    child.expect(pexpect.EOF)

@@ -31,6 +31,7 @@ from turnkit.cli.options import (
     User,
     console,
     friendly,
+    loading,
     need_tools,
     session,
 )
@@ -82,7 +83,7 @@ def chat(
         chat_model = make_model(model, base_url)
     opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
     thread_id = thread or f"chat-{uuid.uuid4().hex[:8]}"
-    hint = f"continue with: turnkit chat --thread {thread_id}"
+    hint = f"continue with: turnkit chat {loading(module, entry_points, demo)} --thread {thread_id}"
     try:
         graph = build_turn_graph(
             opened.executor, chat_model, checkpointer=opened.storage.checkpointer

@@ -6,6 +6,7 @@ in one or two lines with what to do, and the command exits with status 2 — nev
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -100,6 +101,15 @@ def need_tools(modules: list[str] | None, entry_points: bool, demo: bool, exampl
         f" ({escape(example)}); `turnkit demo` shows the whole flow offline"
     )
     raise typer.Exit(USAGE)
+
+
+def loading(modules: list[str] | None, entry_points: bool, demo: bool) -> str:
+    """The options that load what a command was given, to repeat in a command it suggests:
+    ``--demo``, or each ``--module`` and ``--entry-points``."""
+    if demo:
+        return "--demo"
+    given = [f"--module {shlex.quote(spec)}" for spec in modules or []]
+    return " ".join(given + (["--entry-points"] if entry_points else []))
 
 
 def session(

@@ -248,7 +248,7 @@ def make_model(name: str | None, base_url: str | None) -> Any:
             " --base-url) for an OpenAI-compatible server such as vLLM, llama.cpp or Ollama,"
             " e.g. --base-url http://127.0.0.1:11434/v1 --model llama3.1.\n"
             "No model at hand? `turnkit demo` shows the whole flow offline, and"
-            " `turnkit chat --model scripted` chats with the scripted demo model."
+            " `turnkit chat --demo --model scripted` chats with the scripted demo model."
         )
     from turnkit.agent.models import resolve_model
 
