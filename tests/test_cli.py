@@ -53,14 +53,15 @@ def test_demo_shows_the_whole_flow_offline_labelled_as_scripted(tmp_path):
 
 
 def test_tools_lists_what_a_caller_sees(tmp_path):
-    session = run("tools", cwd=tmp_path)
+    session = run("tools", "--demo", cwd=tmp_path)
     assert session.returncode == 0, session.stderr
     assert "catalogue.set_prices" in session.stdout
     assert "yes: the agent acts for a person" in session.stdout
-    reader = run("tools", "--caller", "key:k1", "--scope", "catalogue.products:read", cwd=tmp_path)
+    reader = run("tools", "--demo", "--caller", "key:k1", "--scope", "catalogue.products:read",
+                 cwd=tmp_path)  # fmt: skip
     assert "catalogue.list_products" in reader.stdout
     assert "catalogue.set_prices" not in reader.stdout
-    nobody = run("tools", "--caller", "public", cwd=tmp_path)
+    nobody = run("tools", "--demo", "--caller", "public", cwd=tmp_path)
     assert nobody.returncode == 0
     assert "public:anonymous sees no tools now:" in nobody.stdout
     assert "catalogue.set_prices: the tool needs an API key or a signed-in session" in flat(
@@ -69,7 +70,7 @@ def test_tools_lists_what_a_caller_sees(tmp_path):
 
 
 def test_chat_without_a_model_says_what_to_set(tmp_path):
-    done = run("chat", cwd=tmp_path)
+    done = run("chat", "--demo", cwd=tmp_path)
     assert done.returncode == 2
     assert "Set OPENAI_API_KEY" in done.stdout
     assert "OPENAI_BASE_URL" in done.stdout
@@ -84,7 +85,7 @@ def words(text: str) -> str:
 def spawn_chat(tmp_path: Path, *extra: str) -> pexpect.spawn:
     child = pexpect.spawn(
         TURNKIT,
-        ["chat", "--model", "scripted", *extra],
+        ["chat", "--demo", "--model", "scripted", *extra],
         cwd=str(tmp_path),
         env=env(),
         encoding="utf-8",
@@ -113,7 +114,7 @@ def test_chat_shows_a_held_write_and_approving_it_at_the_prompt_runs_it(tmp_path
     child.expect(words("Done: I changed the price of ACC-0001 from 7.03 to 6.33"))
     child.expect("you>")
     child.sendline("/quit")
-    child.expect(words("turnkit chat --thread t1"))
+    child.expect(words("turnkit chat --demo --thread t1"))
     child.expect(pexpect.EOF)
 
 
@@ -151,7 +152,7 @@ def test_a_write_decided_out_of_band_is_honoured_when_the_chat_resumes(tmp_path)
     listing = run("confirmations", "list", cwd=tmp_path)
     assert "catalogue.set_prices" in listing.stdout
     (confirmation_id,) = UUID.findall(listing.stdout)
-    approved = run("confirmations", "approve", confirmation_id, cwd=tmp_path)
+    approved = run("confirmations", "approve", confirmation_id, "--demo", cwd=tmp_path)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "← ok" in approved.stdout
     from turnkit import open_ledger
@@ -161,7 +162,7 @@ def test_a_write_decided_out_of_band_is_honoured_when_the_chat_resumes(tmp_path)
     ledger.close()
     child = pexpect.spawn(
         TURNKIT,
-        ["chat", "--model", "scripted", "--thread", "t2"],
+        ["chat", "--demo", "--model", "scripted", "--thread", "t2"],
         cwd=str(tmp_path),
         env=env(),
         encoding="utf-8",
@@ -318,6 +319,10 @@ def test_rights_revoked_while_waiting_close_the_confirmation_with_the_reason(app
 def test_approving_a_tool_whose_module_is_not_loaded_is_refused(app):
     cid = app.hold()
     done = app.turnkit("confirmations", "approve", cid, "--db", app.db, *PROVIDER)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "approving runs the held tool's code: pass --module" in flat(done.stdout)
+    assert app.status(cid) == "pending"
+    done = app.turnkit("confirmations", "approve", cid, "--db", app.db, "--demo", *PROVIDER)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not loaded in this command: pass --module" in flat(done.stdout)
     assert app.status(cid) == "pending"

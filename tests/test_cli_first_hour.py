@@ -49,7 +49,7 @@ def held_id(tmp_path: Path, *extra: str) -> str:
     ask_for_a_price_change(child)
     child.sendcontrol("d")
     child.expect(words("1 write(s) still wait for a decision"))
-    child.expect(words("continue with: turnkit chat --thread"))
+    child.expect(words("continue with: turnkit chat --demo --thread"))
     child.expect(pexpect.EOF)
     ledger = open_ledger(tmp_path / DB)
     (pending,) = ledger.list_confirmations(status="pending")
@@ -90,7 +90,7 @@ def test_leaving_at_a_prompt_of_a_held_write_keeps_it_pending_and_says_how_to_co
         child.expect(words(prompt))
     child.sendcontrol(key)
     child.expect(words("1 write(s) still wait for a decision"))
-    child.expect(words("continue with: turnkit chat --thread t-leave"))
+    child.expect(words("continue with: turnkit chat --demo --thread t-leave"))
     child.expect(pexpect.EOF)
     assert "Traceback" not in shown.getvalue()
     listing = run("confirmations", "list", cwd=tmp_path)
@@ -102,14 +102,15 @@ def test_leaving_at_the_message_prompt_says_how_to_continue(tmp_path, key):
     child = spawn_chat(tmp_path, "--thread", "t-bye")
     child.logfile_read = shown = io.StringIO()
     child.sendcontrol(key)
-    child.expect(words("continue with: turnkit chat --thread t-bye"))
+    child.expect(words("continue with: turnkit chat --demo --thread t-bye"))
     child.expect(pexpect.EOF)
     assert "Traceback" not in shown.getvalue()
 
 
 def test_a_thread_that_does_not_exist_yet_is_said_to_start_new(tmp_path):
     child = pexpect.spawn(
-        TURNKIT, ["chat", "--model", "scripted", "--thread", "never-seen"], cwd=str(tmp_path),
+        TURNKIT, ["chat", "--demo", "--model", "scripted", "--thread", "never-seen"],
+        cwd=str(tmp_path),
         env=env(), encoding="utf-8", timeout=60, dimensions=(50, 160),
     )  # fmt: skip
     child.expect(words("no conversation 'never-seen' yet: a new one starts"))
@@ -122,7 +123,7 @@ def test_a_thread_that_does_not_exist_yet_is_said_to_start_new(tmp_path):
 
 
 def test_a_listing_flag_changes_no_setting(tmp_path):
-    done = run("tools", "--act", "catalogue", "--act", "orders", cwd=tmp_path)
+    done = run("tools", "--demo", "--act", "catalogue", "--act", "orders", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     demo = run("demo", "--db", str(tmp_path / "demo.sqlite"), cwd=tmp_path)
     assert demo.returncode == 0
@@ -208,7 +209,7 @@ def test_commands_on_the_records_load_no_module_and_make_no_folder(tmp_path, com
 
 def test_the_switch_set_in_the_ledger_wins_over_act_and_the_command_says_so(tmp_path):
     run("settings", "set", "api_session_write_modules", "[]", cwd=tmp_path)
-    done = run("tools", cwd=tmp_path)
+    done = run("tools", "--demo", cwd=tmp_path)
     assert "the agent may not act in 'catalogue'" in flat(done.stdout)
     assert "catalogue.set_prices" not in done.stdout
 
@@ -216,22 +217,40 @@ def test_the_switch_set_in_the_ledger_wins_over_act_and_the_command_says_so(tmp_
 # --- deciding ------------------------------------------------------------------------------------
 
 
-def test_a_demo_write_held_for_another_user_is_approved_with_their_demo_rights(tmp_path):
-    cid = held_id(tmp_path, "--user", "alice")  # the chat acted for alice, with the demo's rights
-    done = run("confirmations", "approve", cid, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "← ok" in done.stdout
-    assert "forbidden" not in done.stdout
+def test_a_demo_write_held_for_another_user_is_not_approved_with_the_demos_rights(tmp_path):
+    """The demo's permissions are the demo user's: a write the chat made for alice with rights
+    given by --grant is not approved by lending her the demo's; it stays pending, and rejecting
+    it needs no module and no rights of hers."""
+    grants = ["--grant", "catalogue.view", "--grant", "catalogue.manage"]
+    cid = held_id(tmp_path, "--user", "alice", *grants)
+    done = run("confirmations", "approve", cid, "--demo", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = flat(done.stdout)
+    assert "approving runs 'catalogue.set_prices' as session:alice" in said
+    assert "only the demo user 'demo' holds the demo's permissions" in said
+    assert "still pending" in said
+    assert "← ok" not in said
+    rejected = run("confirmations", "reject", cid, "--message", "not now", cwd=tmp_path)
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     ledger = open_ledger(tmp_path / DB)
     held = ledger.get_confirmation(cid)
     ledger.close()
     assert held.caller == Caller.session("alice")
-    assert held.outcome["status"] == "ok"
+    assert held.status == "rejected"
+
+
+def test_the_demo_warns_that_its_permissions_are_its_own_users(tmp_path):
+    done = run("tools", "--demo", "--caller", "session:alice", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = flat(done.stdout)
+    assert "with --demo, only the demo user 'demo' holds the demo's permissions" in said
+    assert "session:alice sees no tools now:" in said
+    assert "catalogue.set_prices: the caller lacks the permission 'catalogue.manage'" in said
 
 
 def test_deciding_a_decided_confirmation_says_by_whom_and_runs_nothing(tmp_path):
     cid = held_id(tmp_path)
-    assert run("confirmations", "approve", cid[:8], cwd=tmp_path).returncode == 0
+    assert run("confirmations", "approve", cid[:8], "--demo", cwd=tmp_path).returncode == 0
     again = run("confirmations", "reject", cid, cwd=tmp_path)
     assert again.returncode == 3
     said = flat(again.stdout)
@@ -243,11 +262,11 @@ def test_deciding_a_decided_confirmation_says_by_whom_and_runs_nothing(tmp_path)
 
 def test_an_id_prefix_is_accepted_and_an_unknown_one_is_explained(tmp_path):
     cid = held_id(tmp_path)
-    unknown = run("confirmations", "approve", "ffffffff", cwd=tmp_path)
+    unknown = run("confirmations", "approve", "ffffffff", "--demo", cwd=tmp_path)
     assert unknown.returncode == 2
     assert "no confirmation 'ffffffff'" in flat(unknown.stdout)
     no_traceback(unknown)
-    approved = run("confirmations", "approve", cid[:6], cwd=tmp_path)
+    approved = run("confirmations", "approve", cid[:6], "--demo", cwd=tmp_path)
     assert approved.returncode == 0, approved.stdout
     assert "← ok" in approved.stdout
 
@@ -344,11 +363,12 @@ BAD_DB = [
 
 @pytest.mark.parametrize(("db", "said"), BAD_DB, ids=[d for d, _ in BAD_DB])
 @pytest.mark.parametrize(
-    "command", [["tools"], ["confirmations", "list"], ["settings", "list"], ["chat"]]
+    "command",
+    [["tools", "--demo"], ["confirmations", "list"], ["settings", "list"], ["chat", "--demo"]],
 )
 def test_a_bad_db_is_told_in_a_line_or_two_by_every_command(tmp_path, db, said, command):
     (tmp_path / "a-file").write_text("x")
-    extra = ["--model", "scripted"] if command == ["chat"] else []
+    extra = ["--model", "scripted"] if command[0] == "chat" else []
     done = run(*command, "--db", db, *extra, cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert said in flat(done.stdout)
@@ -361,21 +381,24 @@ def test_a_bad_db_is_told_in_a_line_or_two_by_every_command(tmp_path, db, said, 
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["chat", "--model", "nonexistent:model"], "Unsupported provider='nonexistent'"),
-        (["chat", "--model", "scripted", "--user", ""], "--user must name the signed-in user"),
-        (["tools", "--caller", "robot:x"], "--caller 'robot:x': use session:<user>"),
+        (["chat", "--demo", "--model", "nonexistent:model"], "Unsupported provider='nonexistent'"),
+        (
+            ["chat", "--demo", "--model", "scripted", "--user", ""],
+            "--user must name the signed-in user",
+        ),
+        (["tools", "--demo", "--caller", "robot:x"], "--caller 'robot:x': use session:<user>"),
         (["tools", "--module", "no_such_pkg:Thing"], "--module 'no_such_pkg:Thing' could not"),
         (
-            ["tools", "--permissions", "json:dumps"],
+            ["tools", "--demo", "--permissions", "json:dumps"],
             "--permissions 'json:dumps' failed when called (TypeError: Object of type Caller is"
             " not JSON serializable)",
         ),
         (
-            ["confirmations", "approve", "abcd", "--permissions", "json:dumps"],
+            ["confirmations", "approve", "abcd", "--demo", "--permissions", "json:dumps"],
             "--permissions 'json:dumps' failed when called",
         ),
         (
-            ["tools", "--permissions", "json:JSONDecodeError"],
+            ["tools", "--demo", "--permissions", "json:JSONDecodeError"],
             "--permissions 'json:JSONDecodeError' failed when called (TypeError:",
         ),
         (
@@ -400,7 +423,8 @@ def test_option_mistakes_are_told_in_a_line_or_two(tmp_path, args, said):
 def test_a_model_server_that_is_down_keeps_the_chat_alive_and_the_thread_resumable(tmp_path):
     child = pexpect.spawn(
         TURNKIT,
-        ["chat", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--thread", "t-down"],
+        ["chat", "--demo", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--thread",
+         "t-down"],
         cwd=str(tmp_path), env=env(), encoding="utf-8", timeout=120, dimensions=(50, 160),
     )  # fmt: skip
     child.expect("you>")
@@ -409,6 +433,6 @@ def test_a_model_server_that_is_down_keeps_the_chat_alive_and_the_thread_resumab
     child.expect(words("what was said is kept in the thread"))
     child.expect("you>")
     child.sendline("/quit")
-    child.expect(words("continue with: turnkit chat --thread t-down"))
+    child.expect(words("continue with: turnkit chat --demo --thread t-down"))
     child.expect(pexpect.EOF)
     assert "Traceback" not in child.before

@@ -89,3 +89,111 @@ def test_a_mistake_is_told_in_a_line_and_changes_nothing(tmp_path, args, said):
     assert said in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
     assert "no keys yet" in keys("list", db=db, cwd=tmp_path).stdout
+
+
+def create(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``turnkit keys create --user alice *args`` on a new ledger, with the tests' modules."""
+    tests = str(Path(__file__).resolve().parent)  # --module _cli_app:App
+    return subprocess.run([TURNKIT, "keys", "create", "--user", "alice", *args, "--db",
+                           str(cwd / "t.sqlite")], cwd=cwd,
+                          env={**env(), "PYTHONPATH": tests, "TURNKIT_TEST_APP_DIR": str(cwd)},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def made(done: subprocess.CompletedProcess[str]) -> str:
+    """The key was made anyway (exit 0, its secret printed); what the command said, unwrapped."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(SECRET.findall(done.stdout)) == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    return " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--demo", "--scope", "catalogue.products:raed"],
+            "warning: no loaded tool uses the scope 'catalogue.products:raed': it gives the key"
+            " nothing (the known scopes: 'catalogue.products:read', 'catalogue.products:write',"
+            " 'system.confirmations:decide')",
+        ),
+        (
+            [
+                "--module",
+                "_cli_app:App",
+                "--scope",
+                "shop.products:read",
+                "--allow",
+                "shop.list_product",
+            ],
+            "warning: no loaded module declares the tool 'shop.list_product' (--allow): the key"
+            " can never call it",
+        ),
+        (
+            [
+                "--demo",
+                "--scope",
+                "catalogue.products:write",
+                "--scope",
+                "system.confirmations:decide",
+            ],
+            "warning: the key may call the write tools 'catalogue.set_prices',"
+            " 'catalogue.delete_product' and may decide held writes"
+            " ('system.confirmations:decide'): a client holding it could approve its own held"
+            " writes, and no person's yes would be needed. Make two keys instead",
+        ),
+    ],
+    ids=["unknown-scope", "unknown-tool", "write-and-decide"],
+)
+def test_a_key_its_modules_cannot_serve_as_meant_is_made_with_a_warning(tmp_path, args, said):
+    assert said in made(create(*args, cwd=tmp_path))
+
+
+def test_a_key_that_writes_through_none_of_its_allowed_tools_may_decide_unwarned(tmp_path):
+    said = made(create("--demo", "--scope", "catalogue.products:write", "--scope",
+                       "system.confirmations:decide", "--allow", "catalogue.list_products",
+                       "--scope", "catalogue.products:read", cwd=tmp_path))  # fmt: skip
+    assert "warning" not in said
+    assert "checked against no tools" not in said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--scope", "system.confirmation:decide"],
+            "warning: turnkit knows no scope 'system.confirmation:decide': the system scope a key"
+            " may carry is 'system.confirmations:decide'",
+        ),
+        (
+            ["--scope", "catalogue.products:write", "--scope", "system.confirmations:decide"],
+            "warning: the key carries 'catalogue.products:write', by its name a scope of write"
+            " tools, and may decide held writes ('system.confirmations:decide'): a client holding"
+            " it could approve its own held writes",
+        ),
+    ],
+    ids=["unknown-system-scope", "write-and-decide-by-name"],
+)
+def test_without_modules_a_key_is_checked_by_its_scopes_names_and_says_so(tmp_path, args, said):
+    out = made(create(*args, cwd=tmp_path))
+    assert said in out
+    assert (
+        "no --module, --entry-points or --demo: the scopes and --allow were checked against no"
+        " tools" in out
+    )
+
+
+def test_json_create_keeps_its_warnings_off_the_json(tmp_path):
+    done = create("--demo", "--scope", "catalogue.products:raed", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert SECRET.fullmatch(json.loads(done.stdout)["secret"])
+    assert "no loaded tool uses the scope 'catalogue.products:raed'" in " ".join(
+        done.stderr.split()
+    )
+
+
+def test_a_module_that_does_not_load_makes_no_key(tmp_path):
+    done = create("--module", "no_such_pkg:Thing", "--scope", "shop.products:read", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--module 'no_such_pkg:Thing' could not" in " ".join(done.stdout.split())
+    assert "no keys yet" in keys("list", db=str(tmp_path / "t.sqlite"), cwd=tmp_path).stdout

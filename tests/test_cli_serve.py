@@ -78,6 +78,10 @@ def test_a_key_made_by_the_cli_reads_the_demo_through_the_server(serving, ledger
         (["--demo", "--module", "_cli_app:Shop"], "--demo serves the demo catalogue alone"),
         (["--module", "nowhere.at_all:Shop"], "--module"),
         (["--demo", "--db", "postgres:/nobody@nowhere"], "postgresql://"),
+        (
+            ["--module", "_cli_app:App", "--catalogue", "x.sqlite"],
+            "--catalogue 'x.sqlite' is the demo catalogue's file: add --demo",
+        ),
     ],
 )
 def test_a_mistake_is_told_in_a_line_before_anything_listens(tmp_path, args, said):

@@ -89,7 +89,7 @@ def test_the_serve_section_runs_as_written(tmp_path):
         assert itself.status_code == 403  # the key reads its hold; a person decides it
         assert httpx.get(f"{url}{location}", headers=bearer).json()["status"] == "pending"
         cid = location.rsplit("/", 1)[1]
-        approved = shell(f"turnkit confirmations approve {cid}", tmp_path)  # the README's way
+        approved = shell(f"turnkit confirmations approve {cid} --demo", tmp_path)  # the README's
         assert "deleted" in approved.stdout
         assert httpx.get(f"{url}{location}", headers=bearer).json()["status"] == "done"
 

@@ -23,6 +23,7 @@ from turnkit.cli.options import (
     Act,
     Catalogue,
     Db,
+    Demo,
     EntryPoints,
     Grants,
     Modules,
@@ -30,6 +31,8 @@ from turnkit.cli.options import (
     User,
     console,
     friendly,
+    loading,
+    need_tools,
     session,
 )
 from turnkit.cli.session import SCRIPTED
@@ -61,6 +64,7 @@ def chat(
     ] = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
+    demo: Demo = False,
     catalogue: Catalogue = None,
     user: User = "demo",
     grant: Grants = None,
@@ -75,11 +79,12 @@ def chat(
     from turnkit.graph.build import build_turn_graph
     from turnkit.turn.context import TurnContext
 
+    need_tools(module, entry_points, demo, "turnkit chat --demo --model scripted")
     with friendly():
         chat_model = make_model(model, base_url)
-    opened = session(db, module, entry_points, catalogue, user, grant, act, permissions)
+    opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
     thread_id = thread or f"chat-{uuid.uuid4().hex[:8]}"
-    hint = f"continue with: turnkit chat --thread {thread_id}"
+    hint = f"continue with: turnkit chat {loading(module, entry_points, demo)} --thread {thread_id}"
     try:
         graph = build_turn_graph(
             opened.executor, chat_model, checkpointer=opened.storage.checkpointer
@@ -118,6 +123,7 @@ def tools(
     db: Db = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
+    demo: Demo = False,
     catalogue: Catalogue = None,
     grant: Grants = None,
     permissions: Permissions = None,
@@ -127,10 +133,11 @@ def tools(
     why each is hidden."""
     from turnkit.cli.listing import caller_of, hidden, rows
 
+    need_tools(module, entry_points, demo, "turnkit tools --demo")
     with friendly():
         who = caller_of(caller, scope or [])
     user = who.user_id or "demo"
-    opened = session(db, module, entry_points, catalogue, user, grant, act, permissions)
+    opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
     try:
         from turnkit.cli.render import tools_table
 
@@ -165,6 +172,7 @@ def demo(
         db or str(folder / "turnkit.sqlite"),
         [],
         False,
+        True,
         str(folder / "catalogue.sqlite"),
         "demo",
         [],

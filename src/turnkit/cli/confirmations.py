@@ -2,9 +2,11 @@
 
 An id may be given whole or as a unique prefix of at least ``SHORTEST`` characters. Deciding a
 confirmation decided before runs nothing and says who decided it, when and how (exit status
-``ALREADY_DECIDED``). An approval that this command could only answer for the wrong reason — the
-module not loaded, the held user's rights unknown here, the agent's switch unknown here — is
-refused before anything is decided.
+``ALREADY_DECIDED``). Approving runs the held tool's code, so it needs the module that declares
+it (``--module``, ``--entry-points``, or ``--demo`` for a write the demo held): without one it is
+refused before any module is loaded. An approval that this command could only answer for the
+wrong reason — the module not loaded, the held user's rights unknown here, the agent's switch
+unknown here — is refused before anything is decided. Rejecting runs nothing and needs no module.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from turnkit.cli.options import (
     Act,
     Catalogue,
     Db,
+    Demo,
     EntryPoints,
     Modules,
     Permissions,
@@ -83,14 +86,18 @@ def approve(
     confirmation_id: Id,
     as_: Decider = "operator",
     db: Db = None,
-    catalogue: Catalogue = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
+    demo: Demo = False,
+    catalogue: Catalogue = None,
     permissions: Permissions = None,
     act: Act = None,
 ) -> None:
-    """Approve a held write now: it runs (rights checked again) and its outcome is stored."""
-    options = (db, module, entry_points, catalogue, permissions, act)
+    """Approve a held write now: it runs (rights checked again) and its outcome is stored.
+    Give the module that declares its tool (--module), or --demo for a write the demo held."""
+    if not module and not entry_points and not demo:
+        _refuse_without_module(db, confirmation_id)
+    options = (db, module, entry_points, demo, catalogue, permissions, act)
     _decide(confirmation_id, "approve", as_, *options)
 
 
@@ -100,14 +107,44 @@ def reject(
     message: Annotated[str | None, typer.Option(help="Why (the model reads it).")] = None,
     as_: Decider = "operator",
     db: Db = None,
-    catalogue: Catalogue = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
+    demo: Demo = False,
+    catalogue: Catalogue = None,
     permissions: Permissions = None,
 ) -> None:
-    """Reject a held write: nothing runs; a paused conversation sees the rejection."""
-    options = (db, module, entry_points, catalogue, permissions, None)
+    """Reject a held write: nothing runs (no module is needed); a paused conversation sees the
+    rejection."""
+    options = (db, module, entry_points, demo, catalogue, permissions, None)
     _decide(confirmation_id, {"action": "reject", "message": message}, as_, *options)
+
+
+def _refuse_without_module(db: str | None, given: str) -> None:
+    """End an approval given no module: it would run a held tool's code that no option names.
+    The confirmation is read (to name its tool), nothing is loaded or decided."""
+    opened = records(db)
+    try:
+        held = _pending(opened, given)
+    finally:
+        opened.close()
+    held_by = f"module {held.module!r}, " if held.module else ""
+    console.print(
+        f"[red]approving runs the held tool's code: pass --module package.module:object (the"
+        f" {escape(held_by)}which declares {escape(repr(held.tool))}), or --demo if it was held"
+        " by the demo[/]\nnothing was decided: it is still pending"
+    )
+    raise typer.Exit(USAGE)
+
+
+def _pending(opened: Session, given: str) -> Confirmation:
+    """The pending confirmation ``given`` names; one decided before ends the command
+    (``ALREADY_DECIDED``), a mistake in ``given`` too (``USAGE``)."""
+    with friendly():
+        held = _find(opened, given)
+    if held.status != "pending":
+        console.print(f"already decided: {escape(render.decided(held))}; nothing ran now")
+        raise typer.Exit(ALREADY_DECIDED)
+    return held
 
 
 def _decide(
@@ -117,19 +154,14 @@ def _decide(
     db: str | None,
     module: list[str] | None,
     entry_points: bool,
+    demo: bool,
     catalogue: str | None,
     permissions: str | None,
     act: list[str] | None,
 ) -> None:
-    opened = session(db, module, entry_points, catalogue, "demo", None, act, permissions)
+    opened = session(db, module, entry_points, demo, catalogue, "demo", None, act, permissions)
     try:
-        with friendly():
-            held = _find(opened, given)
-        if held.status != "pending":
-            console.print(f"already decided: {escape(render.decided(held))}; nothing ran now")
-            raise typer.Exit(ALREADY_DECIDED)
-        if held.caller.user_id is not None:
-            opened.act_for(held.caller.user_id)
+        held = _pending(opened, given)
         problem = _cannot_approve(opened, held) if decision == "approve" else None
         if problem is not None:
             console.print(f"[red]{escape(problem)}[/]\nnothing was decided: it is still pending")
@@ -184,7 +216,8 @@ def _find(opened: Session, given: str) -> Confirmation:
         listed = ", ".join(ids[:5])
         raise SetupError(f"{given!r} is the start of several confirmations ({listed}): give more")
     found = opened.executor.confirmation(ids[0])
-    assert found is not None  # it was just listed; confirmations are never deleted
+    if found is None:  # listed a moment ago, pruned since (turnkit ledger prune)
+        raise SetupError(f"no confirmation {given!r} any more: it was pruned just now")
     return found
 
 
@@ -196,10 +229,22 @@ def _cannot_approve(opened: Session, held: Confirmation) -> str | None:
             f"the tool {held.tool!r} is not loaded in this command: pass --module"
             " package.module:object (the module that declares it), as your application does"
         )
-    if tool.permission is not None and not opened.knows_rights(tool.permission):
+    if tool.permission is not None and not opened.knows_rights(
+        held.caller.user_id, tool.permission
+    ):
         return (
             f"approving runs {held.tool!r} as {held.caller.identity}, which needs the permission"
-            f" {tool.permission!r}, and this command cannot tell who holds it: pass --permissions"
-            " package.module:provider (your application's permission provider)"
+            f" {tool.permission!r}, and this command cannot tell who holds it"
+            f"{_demo_rights(opened)}: pass --permissions package.module:provider (your"
+            " application's permission provider)"
         )
     return None  # the rest this command's configuration decides, the executor tells (pending)
+
+
+def _demo_rights(opened: Session) -> str:
+    """On the demo, whose the demo's permissions are (the chat's ``--grant`` is not known here)."""
+    if not opened.demo:
+        return ""
+    from turnkit.demo import DEMO_USER
+
+    return f" (with --demo, only the demo user {DEMO_USER!r} holds the demo's permissions)"

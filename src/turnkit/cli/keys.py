@@ -2,7 +2,9 @@
 
 A key is kept in the ledger's database (the ``--db`` every other command and ``turnkit serve``
 use), only as a hash: its secret is printed once, by ``create``, and never again. Revoking takes
-effect at the next request, in every process serving that database.
+effect at the next request, in every process serving that database. ``create`` given the modules
+it will serve (``--module``, ``--entry-points``, ``--demo``) warns about scopes and tools no module
+has; with or without them, about a key that may both write and decide (``key_checks``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,24 @@ import time
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import USAGE, Db, console, friendly, records
+from turnkit.cli.key_checks import UNCHECKED, key_warnings
+from turnkit.cli.options import (
+    USAGE,
+    Db,
+    Demo,
+    EntryPoints,
+    Modules,
+    console,
+    friendly,
+    records,
+)
+from turnkit.cli.session import registry_of
 from turnkit.registry.ledger.records import iso
+from turnkit.registry.tool import Tool
 
 app = typer.Typer(help="API keys for REST and MCP callers.", no_args_is_help=True)
 
@@ -41,10 +56,16 @@ def create(
         str | None, typer.Option(help="How long the key works: 90m, 12h, 30d, 2w; default never.")
     ] = None,
     db: Db = None,
+    module: Modules = None,
+    entry_points: EntryPoints = False,
+    demo: Demo = False,
     as_json: Json = False,
 ) -> None:
-    """Make a key and print its secret, once: store it now, it cannot be shown again."""
+    """Make a key and print its secret, once: store it now, it cannot be shown again. With the
+    modules it will serve (--module, --entry-points or --demo), its scopes and allowed tools are
+    checked against their tools."""
     seconds = None if expires_in is None else _seconds(expires_in)
+    tools, notes = _tools(module, entry_points, demo)
     opened = records(db)
     try:
         with friendly():
@@ -53,6 +74,11 @@ def create(
             )
     finally:
         opened.close()
+    told = Console(stderr=True, highlight=False) if as_json else console  # stdout stays JSON
+    for note in notes + key_warnings(key.scopes, key.allow, tools):
+        told.print(f"[yellow]warning:[/] {escape(note)}")
+    if tools is None:
+        told.print(f"[dim]{escape(UNCHECKED)}[/]")
     if as_json:
         typer.echo(json.dumps({**key.as_dict(), "secret": secret}))
         return
@@ -124,6 +150,18 @@ def revoke(
             )
     finally:
         opened.close()
+
+
+def _tools(
+    modules: list[str] | None, entry_points: bool, demo: bool
+) -> tuple[list[Tool] | None, list[str]]:
+    """The tools of the modules given, and the modules' own warnings; None when none was given
+    (a mistake in them ends the command before any key is made)."""
+    if not modules and not entry_points and not demo:
+        return None, []
+    with friendly():
+        registry = registry_of(modules or [], entry_points, demo, None)
+    return list(registry.tools), [str(warning) for warning in registry.warnings]
 
 
 def _seconds(text: str) -> float:

@@ -6,6 +6,7 @@ in one or two lines with what to do, and the command exits with status 2 — nev
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -36,16 +37,25 @@ Modules = Annotated[
     list[str] | None,
     typer.Option(
         "--module",
-        help="A module as package.module:object, a class or factory is called (repeatable);"
-        " default: the demo.",
+        help="A module of your tools as package.module:object, a class or factory is called"
+        " (repeatable).",
     ),
 ]
 EntryPoints = Annotated[
     bool, typer.Option("--entry-points", help="Also load modules of the turnkit.modules group.")
 ]
+Demo = Annotated[
+    bool,
+    typer.Option(
+        "--demo",
+        help="Load the demo catalogue (its user: demo); never loaded without this flag.",
+    ),
+]
 Catalogue = Annotated[
     str | None,
-    typer.Option(help="The demo catalogue's SQLite file (default .turnkit/catalogue.sqlite)."),
+    typer.Option(
+        help="With --demo: the demo catalogue's SQLite file (default .turnkit/catalogue.sqlite)."
+    ),
 ]
 User = Annotated[str, typer.Option(help="The signed-in user the agent acts for.")]
 Grants = Annotated[
@@ -56,7 +66,7 @@ Permissions = Annotated[
     typer.Option(
         "--permissions",
         help="Your application's permission provider as package.module:provider, a function"
-        " (caller) -> permissions; default: --grant (and the demo's).",
+        " (caller) -> permissions; default: --grant (and, with --demo, the demo user's).",
     ),
 ]
 Act = Annotated[
@@ -79,10 +89,34 @@ def friendly() -> Iterator[None]:
         raise typer.Exit(USAGE) from None
 
 
+def need_tools(modules: list[str] | None, entry_points: bool, demo: bool, example: str) -> None:
+    """End a command that was given no tools to load (``USAGE``): the demo is loaded only on
+    request, never in place of the application's own modules. ``example`` is the command with
+    ``--demo``, shown as the way to the demo catalogue."""
+    if modules or entry_points or demo:
+        return
+    console.print(
+        "[red]no tools to load[/]: pass --module package.module:object (your tools, as your"
+        " application declares them), --entry-points, or --demo for the demo catalogue"
+        f" ({escape(example)}); `turnkit demo` shows the whole flow offline"
+    )
+    raise typer.Exit(USAGE)
+
+
+def loading(modules: list[str] | None, entry_points: bool, demo: bool) -> str:
+    """The options that load what a command was given, to repeat in a command it suggests:
+    ``--demo``, or each ``--module`` and ``--entry-points``."""
+    if demo:
+        return "--demo"
+    given = [f"--module {shlex.quote(spec)}" for spec in modules or []]
+    return " ".join(given + (["--entry-points"] if entry_points else []))
+
+
 def session(
     db: str | None,
     modules: list[str] | None,
     entry_points: bool,
+    demo: bool,
     catalogue: str | None,
     user: str,
     grants: list[str] | None,
@@ -95,6 +129,7 @@ def session(
             db=db,
             modules=modules or [],
             entry_points=entry_points,
+            demo=demo,
             catalogue=catalogue,
             user=user,
             grants=grants or [],

@@ -74,10 +74,11 @@ def serve(
         "db": db,
         "modules": module or [],
         "entry_points": entry_points,
+        "demo": demo,
         "catalogue": catalogue,
         "permissions": permissions,
     }
-    checked = session(db, module, entry_points, catalogue, "demo", [], [], permissions)
+    checked = session(db, module, entry_points, demo, catalogue, "demo", [], [], permissions)
     try:  # the options are good; the settings in force say the hold rule
         settings = checked.executor.settings_now()
     finally:

@@ -1,8 +1,11 @@
 """What a ``turnkit`` command works on: storage, modules, the caller, and the model.
 
-The defaults are the demo's: the catalogue module in ``.turnkit/catalogue.sqlite``, storage in
-``.turnkit/turnkit.sqlite``, the demo user (a signed-in session whose writes wait for a yes), and
-the OpenAI-compatible model named by ``--model`` / ``TURNKIT_MODEL``.
+Storage defaults to ``.turnkit/turnkit.sqlite`` and the model to the OpenAI-compatible one named
+by ``--model`` / ``TURNKIT_MODEL``. The tools are the application's (``--module``,
+``--entry-points``) or, only when asked with ``--demo``, the demo catalogue in
+``.turnkit/catalogue.sqlite`` (``--catalogue``): never both, and never the demo by default, so a
+tool of the application's is never answered by the demo's tool of the same name. The demo's
+permissions are its own user's (``turnkit.demo.DEMO_USER``), whoever the command acts for.
 """
 
 from __future__ import annotations
@@ -52,23 +55,15 @@ class Session:
     """The command's own rights (``--grant``, and the demo's), or None when ``--permissions``
     gave the application's provider."""
 
-    def act_for(self, user: str) -> None:
-        """Act for ``user`` as the chat did: on the demo, the demo's rights are whoever the chat
-        acted for (``turnkit chat --user alice`` gave them to alice)."""
-        if self.demo and self.granted is not None:
-            from turnkit.demo import DEMO_PERMISSIONS
-
-            self.granted.grant(user, *DEMO_PERMISSIONS)
-
-    def knows_rights(self, permission: str) -> bool:
-        """Whether this command can tell who holds ``permission`` as the chat could: with the
-        application's provider (everyone's rights, the decider's included, are then the
-        application's), or on the demo for a permission of the demo's."""
+    def knows_rights(self, user: str | None, permission: str) -> bool:
+        """Whether this command can tell if ``user`` holds ``permission`` as the chat could: with
+        the application's provider (everyone's rights, the decider's included, are then the
+        application's), or on the demo for the demo user and a permission of the demo's."""
         if self.granted is None:
             return True
-        from turnkit.demo import DEMO_PERMISSIONS
+        from turnkit.demo import DEMO_PERMISSIONS, DEMO_USER
 
-        return self.demo and permission in DEMO_PERMISSIONS
+        return self.demo and user == DEMO_USER and permission in DEMO_PERMISSIONS
 
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage)."""
@@ -81,6 +76,7 @@ def open_session(
     db: str | None,
     modules: list[str],
     entry_points: bool,
+    demo: bool,
     catalogue: str | None,
     user: str,
     grants: list[str],
@@ -92,8 +88,8 @@ def open_session(
     Nothing persistent changes: ``act`` (the modules the agent may act in) becomes this command's
     default for ``api_session_write_modules``, which an operator's setting in the ledger
     (``turnkit settings set``) overrides. ``permissions`` names the application's permission
-    provider (``package.module:provider``); without it, the user holds ``grants`` (and, on the
-    demo, the demo's permissions).
+    provider (``package.module:provider``); without it, the user holds ``grants``, and with
+    ``demo`` the demo user (only) holds the demo's permissions.
 
     Raises:
         SetupError: an option that cannot be used (the message says what to do).
@@ -103,33 +99,59 @@ def open_session(
         raise SetupError("--user must name the signed-in user, e.g. --user alice")
     caller = Caller.session(user)
     provider = None if permissions is None else _provider(permissions, caller)
-    loaded = [_module(spec) for spec in modules]
+    registry = registry_of(modules, entry_points, demo, catalogue)
     url = db or str(DEFAULT_DB)
     if db is None:
         DEFAULT_DB.parent.mkdir(parents=True, exist_ok=True)
-    demo = not loaded and not entry_points
     static = StaticPermissions({user: set(grants)})
+    notes = [str(w) for w in registry.warnings]
     if demo:
-        from turnkit.demo import DEMO_PERMISSIONS, Catalogue
+        from turnkit.demo import DEMO_PERMISSIONS, DEMO_USER, Catalogue
 
-        path = Path(catalogue or DEFAULT_CATALOGUE)
-        if catalogue is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        loaded = [Catalogue(path)]
-        static.grant(user, *DEMO_PERMISSIONS)
+        static.grant(DEMO_USER, *DEMO_PERMISSIONS)
         act = [*act, Catalogue.key]
-    registry = Registry(loaded, entry_points=entry_points)
+        if provider is None and user != DEMO_USER:
+            held = ", ".join(sorted(grants)) or "nothing"
+            more = " ".join(f"--grant {name}" for name in sorted(DEMO_PERMISSIONS))
+            notes.append(
+                f"with --demo, only the demo user {DEMO_USER!r} holds the demo's permissions:"
+                f" {user!r} holds {held} here (to give them: {more})"
+            )
     storage = open_storage(url)
     try:
         settings = Settings(api_session_write_modules=frozenset(act))
         executor = Executor(
             registry, ledger=storage.ledger, permissions=provider or static, settings=settings
         )
-        notes = [str(w) for w in registry.warnings] + _overridden(storage, act)
+        notes += _overridden(storage, act)
     except BaseException:
         storage.close()
         raise
     return Session(storage, executor, caller, demo, notes, None if provider else static)
+
+
+def registry_of(
+    modules: list[str], entry_points: bool, demo: bool, catalogue: str | None
+) -> Registry:
+    """The registry of a command's ``--module``, ``--entry-points`` and ``--demo`` (with its
+    ``--catalogue``); nothing is opened yet.
+
+    Raises:
+        SetupError: the options load what cannot be loaded together, or a module fails to load.
+    """
+    if demo and (modules or entry_points):
+        raise SetupError(
+            "--demo loads the demo catalogue alone: leave out --module and --entry-points"
+        )
+    if catalogue is not None and not demo:
+        raise SetupError(
+            f"--catalogue {catalogue!r} is the demo catalogue's file: add --demo, or leave it out"
+        )
+    if not demo:
+        return Registry([_module(spec) for spec in modules], entry_points=entry_points)
+    from turnkit.demo import Catalogue
+
+    return Registry([Catalogue(Path(catalogue or DEFAULT_CATALOGUE))])
 
 
 def open_records(db: str | None) -> Session:
@@ -226,7 +248,7 @@ def make_model(name: str | None, base_url: str | None) -> Any:
             " --base-url) for an OpenAI-compatible server such as vLLM, llama.cpp or Ollama,"
             " e.g. --base-url http://127.0.0.1:11434/v1 --model llama3.1.\n"
             "No model at hand? `turnkit demo` shows the whole flow offline, and"
-            " `turnkit chat --model scripted` chats with the scripted demo model."
+            " `turnkit chat --demo --model scripted` chats with the scripted demo model."
         )
     from turnkit.agent.models import resolve_model
 
