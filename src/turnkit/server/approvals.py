@@ -196,7 +196,8 @@ def _refusal(key: ApiKey, held: Confirmation, permissions: Collection[str]) -> s
     return (
         f"confirmation {held.id!r} waits for a person: this key was held and may read it,"
         f" but decides its own holds only with the scope {DECIDE_SCOPE!r} (a person decides it"
-        f" with `turnkit confirmations approve {held.id}`, or with a key of theirs that may)"
+        f" with `turnkit confirmations approve {held.id} --module package.module:object`, or"
+        " with a key of theirs that may)"
     )
 
 

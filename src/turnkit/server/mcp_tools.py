@@ -39,7 +39,8 @@ NO_KEY = (
 HELD = (
     "Not done yet: this call waits for a person's confirmation {id} (until {expires_at})."
     " A person decides it outside this conversation: {inbox}with 'turnkit confirmations"
-    " approve {id}', or 'POST {base}/v1/confirmations/{id}/approve'"
+    " approve {id} --module package.module:object' (the module that declares the tool), or"
+    " 'POST {base}/v1/confirmations/{id}/approve'"
     " (or /reject) on this server with a key allowed to decide."
     ' Call {tool} with {{"confirmation_id": "{id}"}} to learn the outcome.'
 )
@@ -277,7 +278,7 @@ def _decide(confirmation_id: str, base: str, inbox: bool) -> dict[str, str]:
     return page | {
         "approve": f"POST {base}/v1/confirmations/{confirmation_id}/approve",
         "reject": f"POST {base}/v1/confirmations/{confirmation_id}/reject",
-        "cli": f"turnkit confirmations approve {confirmation_id}",
+        "cli": f"turnkit confirmations approve {confirmation_id} --module package.module:object",
         "outcome": GET_CONFIRMATION,
     }
 
