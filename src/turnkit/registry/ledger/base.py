@@ -25,7 +25,7 @@ from turnkit.registry.ledger.records import (
     caller_from_json,
     caller_to_json,
 )
-from turnkit.registry.ledger.schema import CONFIRMATION_COLUMNS, TABLES
+from turnkit.registry.ledger.schema import CONFIRMATION_COLUMNS, TABLES, column_additions
 
 __all__ = ["AUDIT_SQL", "Ledger", "overrides_of"]
 
@@ -96,9 +96,20 @@ class Ledger(ABC):
         """Release the connections."""
 
     def setup(self) -> None:
-        """Create the tables when they do not exist (safe to call again)."""
+        """Create the tables when they do not exist, and add the columns a ledger made by an
+        older turnkit lacks (``schema.ADDED_COLUMNS``); safe to call again."""
         for statement in TABLES:
             self._run(statement)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Add the columns of ``schema.ADDED_COLUMNS`` the tables lack."""
+        for statement in column_additions(self._columns):
+            self._run(statement)
+
+    def _columns(self, table: str) -> set[str]:
+        """The names of ``table``'s columns (SQLite's ``PRAGMA``; PostgreSQL reads its own)."""
+        return {str(row[1]) for row in self._rows(f"PRAGMA table_info({table})")}
 
     @property
     def keys(self) -> ApiKeys:

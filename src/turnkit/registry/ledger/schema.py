@@ -8,6 +8,8 @@ across threads and processes on both databases.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 TABLES = (
     """
     CREATE TABLE IF NOT EXISTS turnkit_confirmations (
@@ -74,7 +76,8 @@ TABLES = (
         token_hash TEXT PRIMARY KEY,
         key_id TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL,
-        expires_at DOUBLE PRECISION NOT NULL
+        expires_at DOUBLE PRECISION NOT NULL,
+        last_seen DOUBLE PRECISION
     )
     """,
     """
@@ -100,6 +103,32 @@ TABLES = (
     )
     """,
 )
+
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("turnkit_key_sessions", "last_seen", "DOUBLE PRECISION"),
+)
+"""Columns added to a table after it was first released, as ``(table, column, type)``: a ledger
+made before has its tables upgraded in place by ``setup()`` (``column_additions``). Each column
+is also in its table's ``CREATE TABLE`` above, and is nullable (old rows hold NULL)."""
+
+
+def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
+    """The ``ALTER TABLE`` statements adding the ``ADDED_COLUMNS`` a ledger's tables lack;
+    ``columns_of(table)`` names the columns ``table`` has now.
+
+    Example:
+        >>> column_additions(lambda table: {"token_hash", "key_id", "created_at", "expires_at"})
+        ['ALTER TABLE turnkit_key_sessions ADD COLUMN last_seen DOUBLE PRECISION']
+    """
+    present: dict[str, Collection[str]] = {}
+    statements = []
+    for table, column, kind in ADDED_COLUMNS:
+        if table not in present:
+            present[table] = columns_of(table)
+        if column not in present[table]:
+            statements.append(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    return statements
+
 
 CONFIRMATION_COLUMNS = (
     "id, caller, caller_identity, tool, input, input_hash, idempotency_key, status, created_at,"

@@ -17,6 +17,7 @@ from typing import Any
 
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.schema import column_additions
 from turnkit.registry.ledger.urls import sqlite_problem
 
 __all__ = ["SqliteLedger", "wal_mode"]
@@ -92,6 +93,21 @@ class SqliteLedger(Ledger):
                     self._doomed.discard(conn)
                     conn.close()
 
+    def _upgrade(self) -> None:
+        """Add the columns an older ledger lacks in one immediate transaction: of processes
+        opening an old file at once, one adds them and the others then find them there."""
+        if not column_additions(self._columns):
+            return
+        with self._statement() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in column_additions(lambda table: _columns(conn, table)):
+                    conn.execute(statement)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage); one running a
         statement in another thread is closed when that statement ends."""
@@ -106,6 +122,10 @@ class SqliteLedger(Ledger):
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self.path!r})"
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
 def wal_mode(conn: sqlite3.Connection, patience: float) -> None:
