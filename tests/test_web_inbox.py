@@ -365,3 +365,50 @@ def test_a_mistyped_address_or_a_decision_opened_as_a_link_is_a_page_that_says_w
         assert said in page.text
     assert executor.ledger.get_confirmation(held).status == "pending"
     assert browser.get("/ui/static/inbox.js").status_code == 200
+
+
+# --- idle sign-ins ----------------------------------------------------------------------------
+
+
+def idled(executor, seconds: float) -> list[float]:
+    """Make every sign-in look unused for ``seconds`` more; their last uses now."""
+    ledger = executor.ledger
+    ledger._run("UPDATE turnkit_key_sessions SET last_seen = last_seen - ?", (seconds,))
+    return [row[0] for row in ledger._rows("SELECT last_seen FROM turnkit_key_sessions")]
+
+
+def test_a_sign_in_unused_for_30_minutes_ends_and_the_pages_own_poll_is_no_use(browser, executor):
+    sign_in(browser, person_key(executor))
+    before = idled(executor, 30 * 60 - 10)
+
+    assert browser.get("/ui/pending.json").json()["signed_in"] is True  # the page's poll
+    assert idled(executor, 0) == before  # not a use: nothing extended
+    idled(executor, 20)
+    assert browser.get("/ui/", follow_redirects=False).status_code == 303
+    assert browser.get("/ui/pending.json").json() == {"signed_in": False, "ids": []}
+
+
+def test_each_page_a_person_opens_extends_their_sign_in(executor):
+    app = create_app(executor, mcp_path=None, inbox_idle_timeout=600)
+    with (
+        uvicorn_serving(app) as url,
+        httpx.Client(base_url=url, timeout=10, follow_redirects=True) as browser,
+    ):
+        sign_in(browser, person_key(executor))
+        (rewound,) = idled(executor, 590)
+        assert browser.get("/ui/history").status_code == 200  # a use: extends it
+        (extended,) = idled(executor, 0)
+        assert extended >= rewound + 590
+        idled(executor, 590)
+        assert browser.get("/ui/", follow_redirects=False).status_code == 200
+        idled(executor, 601)
+        assert browser.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_signing_in_purges_the_sign_ins_that_ended(served, executor):
+    with httpx.Client(base_url=served, timeout=10, follow_redirects=True) as left_open:
+        sign_in(left_open, person_key(executor))
+    idled(executor, 2 * 3600)
+    with httpx.Client(base_url=served, timeout=10, follow_redirects=True) as browser:
+        sign_in(browser, person_key(executor, "bob"))
+    assert executor.ledger._rows("SELECT COUNT(*) FROM turnkit_key_sessions") == [(1,)]

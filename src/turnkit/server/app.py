@@ -14,7 +14,7 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
 from turnkit.server.auth import Ran
-from turnkit.server.ui.session import SignIn
+from turnkit.server.ui.session import IDLE_SECONDS, SignIn
 
 __all__ = ["create_app"]
 
@@ -27,6 +27,7 @@ def create_app(
     max_body_bytes: int = 1_000_000,
     ui: bool = True,
     ui_sign_in: SignIn | None = None,
+    inbox_idle_timeout: float = IDLE_SECONDS,
 ) -> FastAPI:
     """The app serving ``executor``'s tools to API-key callers.
 
@@ -39,11 +40,16 @@ def create_app(
         ui_sign_in: the application's own sign-in for the inbox, ``(request) -> Caller | None``
             (sync or async); by default people sign in with an API key that carries the scope
             ``system.confirmations:decide``.
+        inbox_idle_timeout: seconds after which a key's sign-in to the inbox that was not used
+            ends (each page the person opens or form they send extends it; default 30 min).
 
     Returns:
         A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``,
         ``/openapi.json`` and ``/docs``. Its lifespan must run (uvicorn does; a host app
         mounting it enters ``app.router.lifespan_context``) when MCP is mounted.
+
+    Raises:
+        ValueError: ``inbox_idle_timeout`` is not a positive number of seconds.
 
     Example:
         >>> from turnkit import Registry
@@ -52,6 +58,11 @@ def create_app(
         ['/v1/tools', '/v1/tools/{name}', '/v1/tools/{name}/invoke']
     """
     keys = executor.ledger.keys if keys is None else keys
+    if not inbox_idle_timeout > 0:
+        raise ValueError(
+            f"inbox_idle_timeout is seconds a sign-in may stay unused, more than 0:"
+            f" got {inbox_idle_timeout!r}"
+        )
     lifespans = []
     mounted = None
     if mcp_path is not None:
@@ -84,7 +95,7 @@ def create_app(
         from turnkit.server.ui import inbox_router, static_files  # needs jinja2 (server extra)
 
         app.mount("/ui/static", static_files(), name="ui-static")  # before the pages' catch-all
-        app.include_router(inbox_router(executor, keys, ui_sign_in))
+        app.include_router(inbox_router(executor, keys, ui_sign_in, idle=inbox_idle_timeout))
     if mounted is not None and mcp_path is not None:  # "/mcp" itself too, without a redirect
         app.router.routes.append(Route(mcp_path, mounted, include_in_schema=False))
         app.mount(mcp_path, mounted)

@@ -25,7 +25,7 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.server.ui import present, session
-from turnkit.server.ui.session import Person, SignIn
+from turnkit.server.ui.session import IDLE_SECONDS, Person, SignIn
 
 __all__ = ["inbox_router", "static_files"]
 
@@ -49,12 +49,16 @@ def static_files() -> StaticFiles:
     return StaticFiles(directory=Path(__file__).parent / "static")
 
 
-def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> APIRouter:
-    """The inbox's routes (mounted under ``/ui`` by ``create_app``)."""
+def inbox_router(
+    executor: Executor, keys: ApiKeys, sign_in: SignIn | None, *, idle: float = IDLE_SECONDS
+) -> APIRouter:
+    """The inbox's routes (mounted under ``/ui`` by ``create_app``); a key's sign-in ends when
+    it was not used for ``idle`` seconds."""
     router = APIRouter(prefix="/ui", include_in_schema=False)
 
-    async def person(request: Request) -> Person | None:
-        return await session.person_of(request, keys, sign_in, executor.clock())
+    async def person(request: Request, *, touch: bool = True) -> Person | None:
+        return await session.person_of(request, keys, sign_in, executor.clock(), idle=idle,
+                                       touch=touch)  # fmt: skip
 
     def page(
         request: Request, who: Person | None, name: str, status: int = 200, **values: Any
@@ -95,7 +99,8 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
         response = RedirectResponse(f"{_root(request)}/", status_code=303)
         secret = form.get("key")
         error = await session.sign_in_with_key(keys, secret if isinstance(secret, str) else "",
-                                               response, request, executor.clock())  # fmt: skip
+                                               response, request, executor.clock(),
+                                               idle=idle)  # fmt: skip
         if error:
             return page(request, None, "sign_in.html", status=401, error=error)
         return response
@@ -121,7 +126,7 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
 
     @router.get("/pending.json")
     async def pending_ids(request: Request) -> Response:
-        who = await person(request)
+        who = await person(request, touch=False)  # the page's own poll: not a use by the person
         if who is None:
             return JSONResponse({"signed_in": False, "ids": []}, status_code=401)
         ids = [held.id for held in await _decidable(executor, who)]
