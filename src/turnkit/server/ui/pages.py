@@ -33,6 +33,8 @@ _templates = Environment(
     loader=PackageLoader("turnkit.server.ui", "templates"),
     autoescape=select_autoescape(default=True),
 )
+_templates.filters["marked"] = present.marked  # hidden characters shown as markers
+_templates.tests["hiding"] = present.has_hidden
 _DECIDED = ("done", "rejected", "expired", "running")
 HISTORY_ROWS = 200
 """The most decided confirmations the history shows (newest first)."""
@@ -236,7 +238,7 @@ async def _inbox_values(executor: Executor, who: Person) -> dict[str, Any]:
                 "id": held.id,
                 "tool": held.tool,
                 "title": (tool.title if tool is not None and tool.title else held.tool),
-                "caller": held.caller.identity,
+                "caller": present.asked_by(held.caller),
                 "created_at": iso(held.created_at),
                 "expires_at": iso(held.expires_at),
                 "seconds_left": max(0, int(held.expires_at - now)),
@@ -273,7 +275,7 @@ async def _history(executor: Executor, who: Person) -> list[dict[str, Any]]:
         {
             "id": held.id,
             "tool": held.tool,
-            "caller": held.caller.identity,
+            "caller": present.asked_by(held.caller),
             "status": held.status,
             "decided_by": held.decided_by or "",
             "decided_at": iso(held.decided_at) if held.decided_at else iso(held.expires_at),
