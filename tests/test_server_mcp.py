@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -189,17 +189,40 @@ def text(result: CallToolResult) -> str:
 
 
 @pytest.mark.parametrize(
-    "authorization",
-    [None, "Bearer", "Bearer nonsense", "Bearer tk_" + "A" * 43, "Basic YWxpY2U6c2VjcmV0"],
+    ("authorization", "said"),
+    [
+        (None, "send an API key"),
+        ("Bearer", "send an API key"),
+        ("Basic YWxpY2U6c2VjcmV0", "send an API key"),
+        ("Bearer nonsense", "not a known API key"),
+        ("Bearer tk_" + "A" * 43, "not a known API key"),
+    ],
 )
-def test_request_without_a_valid_key_is_401(served, authorization) -> None:
+def test_request_without_a_valid_key_is_401_saying_why(served, authorization, said) -> None:
     response = post(served.url, call("shop_list_products", {}), authorization)
 
     assert response.status_code == 401
-    assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token", error_description="')
+    assert said in challenge
+    assert said in response.json()["error"]["message"]  # what the SDK's client raises
 
 
-async def test_key_revoked_while_the_server_runs_is_401_at_once(served) -> None:
+async def refusal(url: str, secret: str) -> MCPError:
+    """What the SDK's client raises when it connects with ``secret`` and lists the tools."""
+    with pytest.raises(BaseException) as raised:  # noqa: PT011  # unwrapped below
+        async with connect(url, secret) as client:
+            await client.list_tools()
+    exc = raised.value
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # raised at connect: inside the client's task groups
+    assert isinstance(exc, MCPError), repr(exc)
+    return exc
+
+
+async def test_key_revoked_while_the_server_runs_is_401_at_once_and_the_client_says_why(
+    served,
+) -> None:
     key, secret = served.key("alice", READ)
     async with connect(served.url, secret) as client:
         assert not (await client.call_tool("shop_list_products", {})).is_error
@@ -208,14 +231,27 @@ async def test_key_revoked_while_the_server_runs_is_401_at_once(served) -> None:
 
         refused = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
         assert refused.status_code == 401
-        with pytest.raises(Exception, match="error response"):  # the 401, as the SDK says it
+        assert f"the key {key.id} was revoked at " in refused.headers["www-authenticate"]
+        with pytest.raises(MCPError, match=rf"the key {key.id} was revoked at .*turnkit keys"):
             await client.call_tool("shop_list_products", {})
 
 
-def test_expired_key_is_401(served) -> None:
-    _, secret = served.key("alice", READ, expires_in=5, now=time.time() - 10)
+async def test_expired_key_is_401_and_the_client_says_when_it_expired(served) -> None:
+    key, secret = served.key("alice", READ, expires_in=5, now=time.time() - 10)
 
-    assert post(served.url, call("shop_list_products", {}), f"Bearer {secret}").status_code == 401
+    refused = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
+    told = await refusal(served.url, secret)
+
+    assert refused.status_code == 401
+    assert f"the key {key.id} expired at " in refused.headers["www-authenticate"]
+    assert f"the key {key.id} expired at " in told.message
+    assert "make a new key with turnkit keys create" in told.message
+
+
+async def test_an_unknown_key_is_told_to_the_client_as_unknown(served) -> None:
+    told = await refusal(served.url, "tk_" + "B" * 43)
+
+    assert "not a known API key" in told.message
 
 
 # --- tools/list --------------------------------------------------------------------------------
