@@ -8,6 +8,7 @@ what ``POST /v1/confirmations/{id}/approve`` with that key does.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +24,7 @@ from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.types import CallToolResult
+from mcp.types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -501,6 +503,109 @@ def test_body_over_the_limit_is_413(served) -> None:
     assert post(served.url, huge, f"Bearer {secret}").status_code == 413
 
 
+# --- failures outside a tool ------------------------------------------------------------------
+
+LEAKED = "postgresql://u:secret@db.internal/app"
+"""What a failing permission provider or database puts in its exception's text."""
+
+
+def failing_provider(caller: Any) -> set[str]:
+    raise RuntimeError(f"cannot reach {LEAKED}")
+
+
+@pytest.fixture
+def failing(ledger, shop) -> Iterator[str]:
+    """``create_app`` over an executor whose permission provider raises; the key's secret."""
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=failing_provider)
+    _, secret = ledger.keys.create("alice", [READ])
+    try:
+        with uvicorn_serving(create_app(executor)) as base:
+            yield f"{base}/mcp", secret
+    finally:
+        executor.close()
+
+
+def logged_ids(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The error ids logged at ERROR by ``turnkit.server.mcp``, each with the exception."""
+    return [
+        record.getMessage().rsplit(" ", 1)[-1].rstrip(")")
+        for record in caplog.records
+        if record.name == "turnkit.server.mcp" and record.levelno == logging.ERROR
+        and record.exc_info is not None and LEAKED in str(record.exc_info[1])
+    ]  # fmt: skip
+
+
+def raw_request(method: str, version: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A ``method`` request as a client of protocol ``version`` sends it: body and headers."""
+    params: dict[str, Any] = {"name": "shop_list_products", "arguments": {}}
+    params = params if method == "tools/call" else {}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}
+    if version in MODERN_PROTOCOL_VERSIONS:  # the per-request envelope and routing headers
+        meta = call("x", {})["params"]["_meta"]
+        params["_meta"] = meta | {"io.modelcontextprotocol/protocolVersion": version}
+        headers["Mcp-Method"] = method
+        if "name" in params:
+            headers["Mcp-Name"] = params["name"]
+    return {"jsonrpc": "2.0", "id": 3, "method": method, "params": params}, headers
+
+
+@pytest.mark.parametrize("version", KNOWN_PROTOCOL_VERSIONS)
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+def test_a_failure_outside_a_tool_reaches_no_client_as_its_text_on_any_protocol(
+    failing, caplog, version, method
+) -> None:
+    url, secret = failing
+    body, headers = raw_request(method, version)
+    caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
+    with httpx2.Client(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http:
+        answers = [http.post(url, json=body, headers=headers) for _ in range(2)]  # keep-alive
+
+    for answer in answers:
+        assert "secret" not in answer.text
+        assert "db.internal" not in answer.text
+        error = answer.json()["error"]
+        assert error["code"] == -32603
+        assert f"logged with id {error['data']['error_id']}" in error["message"]
+    assert logged_ids(caplog) == [answer.json()["error"]["data"]["error_id"] for answer in answers]
+
+
+async def test_the_sdk_client_is_given_the_error_id_of_a_failure_never_its_text(
+    failing, caplog
+) -> None:
+    url, secret = failing
+    caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
+
+    async with connect(url, secret) as client:
+        with pytest.raises(MCPError) as listed:
+            await client.list_tools()
+        with pytest.raises(MCPError) as called:
+            await client.call_tool("shop_list_products", {})
+
+    for raised in (listed.value, called.value):
+        assert "secret" not in str(raised.message) + str(raised.data)
+        assert raised.message.startswith("the server failed to answer this request")
+    assert logged_ids(caplog) == [listed.value.data["error_id"], called.value.data["error_id"]]
+
+
+def test_a_database_failing_while_a_key_is_looked_up_is_a_500_with_an_error_id(
+    served, caplog, monkeypatch
+) -> None:
+    _, secret = served.key("alice", READ)
+
+    def lookup(self: ApiKeys, secret: str) -> None:
+        raise RuntimeError(f"connection to {LEAKED} refused")
+
+    monkeypatch.setattr(ApiKeys, "by_secret", lookup)
+    caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
+    answer = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
+
+    assert answer.status_code == 500
+    assert "secret" not in answer.text
+    error = answer.json()["error"]
+    assert logged_ids(caplog) == [error["data"]["error_id"]]
+    assert error["data"]["error_id"] in error["message"]
+
+
 # --- other clients -----------------------------------------------------------------------------
 
 
@@ -688,3 +793,19 @@ async def test_without_the_inbox_a_held_answer_does_not_send_people_to_it(mcp_ex
             held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
     assert "/ui/" not in text(held)
     assert "POST /v1/confirmations/" in text(held)
+
+
+def test_a_body_sent_in_chunks_over_the_apps_limit_is_413_not_a_server_failure(mcp_executor):
+    _, secret = mcp_executor.ledger.keys.create("bob", [READ])
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it is read
+        yield b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "'
+        yield from [b"x" * 10_000] * 20
+        yield b'"}}'
+
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
+               "Accept": "application/json", "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    with uvicorn_serving(create_app(mcp_executor, max_body_bytes=100_000)) as base:
+        refused = httpx2.post(f"{base}/mcp", content=chunks(), headers=headers, timeout=30)
+    assert refused.status_code == 413
+    assert refused.json()["code"] == "payload_too_large"

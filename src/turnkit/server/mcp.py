@@ -5,7 +5,8 @@ Built from the SDK's own parts: the low-level ``Server`` (``tools/list``, ``tool
 auth context with a bearer backend that looks the key up in the ledger on **every request** (an
 unknown, revoked or expired key is 401 at once, in every process sharing the ledger, saying why:
 ``mcp_auth``), and its session manager in stateless JSON mode, so any process on the ledger
-answers any request.
+answers any request. A failure outside what a tool answers reaches the client as a generic error
+with a logged id, never as its text (``mcp_errors``).
 
 What a key sees and runs is decided by the executor, now, as over REST (``mcp_tools``). A write
 that must wait for a person answers with its confirmation; a person decides it **out of band**
@@ -43,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey, ApiKeys
 from turnkit.server.mcp_auth import KeyBackend, KeyToken, KeyVerifier, RequireKey
+from turnkit.server.mcp_errors import Failsafe, guarded
 from turnkit.server.mcp_tools import McpTools, control_of
 
 __all__ = ["KeyToken", "KeyVerifier", "mcp_app", "mcp_server", "request_key"]
@@ -99,8 +101,8 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
             " elsewhere, and system_get_confirmation tells you the outcome."
         ),
         get_tool_input_schema=tools.input_schema,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        on_list_tools=guarded(list_tools),
+        on_call_tool=guarded(call_tool),
     )
 
 
@@ -165,4 +167,4 @@ def mcp_app(
     guarded_app = AuthContextMiddleware(RequireKey(endpoint))
     verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
     authenticated = AuthenticationMiddleware(guarded_app, backend=KeyBackend(verifier))
-    return authenticated, endpoint.lifespan
+    return Failsafe(authenticated), endpoint.lifespan
