@@ -104,3 +104,21 @@ def test_serving_a_module_without_permissions_says_what_keys_will_miss(serving, 
     (log,) = tmp_path.glob("serve-*.log")
     assert "no --permissions: key owners hold no permissions" in log.read_text()
     assert httpx.get(f"{served}/healthz").status_code == 200
+
+
+def test_mcp_answers_the_hosts_and_origins_serve_allows(serving, tmp_path):
+    served = serving("--demo", "--db", str(tmp_path / "t.sqlite"), "--catalogue",
+                     str(tmp_path / "catalogue.sqlite"), "--allowed-host", "tools.example.com",
+                     "--allowed-origin", "https://app.example.com")  # fmt: skip
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    mcp = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    answered = {
+        ("tools.example.com:8080", None): 401,  # allowed: on to the key (none was sent)
+        ("tools.example.com:8080", "https://app.example.com"): 401,
+        (served.removeprefix("http://"), None): 401,  # the address it listens on
+        ("evil.example", None): 421,
+        ("tools.example.com", "https://evil.example"): 403,
+    }
+    for (host, origin), status in answered.items():
+        headers = mcp | {"Host": host} | ({"Origin": origin} if origin else {})
+        assert httpx.post(f"{served}/mcp", json=listing, headers=headers).status_code == status

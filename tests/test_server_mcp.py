@@ -503,6 +503,71 @@ def test_body_over_the_limit_is_413(served) -> None:
     assert post(served.url, huge, f"Bearer {secret}").status_code == 413
 
 
+# --- Host and Origin (DNS rebinding) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "said"),
+    [
+        ({"Host": "evil.example"}, 421, "does not answer for the host 'evil.example'"),
+        ({"Host": "evil.example:80"}, 421, "--allowed-host"),
+        ({"Origin": "https://evil.example"}, 403, "web origin 'https://evil.example'"),
+        ({"Origin": "null"}, 403, "--allowed-origin"),
+    ],
+)
+def test_a_foreign_host_or_origin_is_refused_before_the_key_is_looked_up(
+    served, headers, status, said
+) -> None:
+    _, secret = served.key("bob", READ)
+
+    for authorization in (f"Bearer {secret}", None):  # refused before any key is looked up
+        refused = post(served.url, call("shop_list_products", {}), authorization, **headers)
+        assert refused.status_code == status
+        assert said in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},  # no Origin: a client that is not a browser
+        {"Origin": "http://localhost:6274"},  # a local page: an inspector
+        {"Origin": "http://127.0.0.1"},
+        {"Host": "localhost"},
+        {"Host": "[::1]:9"},
+    ],
+)
+def test_loopback_hosts_and_origins_and_requests_without_origin_are_answered(
+    served, headers
+) -> None:
+    _, secret = served.key("bob", READ)
+
+    answer = post(served.url, call("shop_list_products", {}), f"Bearer {secret}", **headers)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["result"]["isError"] is False
+
+
+def test_create_app_allows_the_hosts_and_origins_it_is_given(mcp_executor) -> None:
+    _, secret = mcp_executor.ledger.keys.create("bob", [READ])
+    app = create_app(mcp_executor, mcp_allowed_hosts=["tools.example.com", "api.example.com:8443"],
+                     mcp_allowed_origins=["https://app.example.com"])  # fmt: skip
+    sent = {
+        ("tools.example.com", None): 200,
+        ("tools.example.com:8080", "https://app.example.com"): 200,
+        ("api.example.com:8443", None): 200,
+        ("api.example.com:9000", None): 421,  # a name with a port: that port only
+        ("evil.example", None): 421,
+        ("tools.example.com", "https://app.example.com.evil.example"): 403,
+        ("tools.example.com", "https://app.example.com:8443"): 403,  # an origin is exact
+    }
+    with uvicorn_serving(app) as base:
+        for (host, origin), status in sent.items():
+            headers = {"Host": host} | ({"Origin": origin} if origin else {})
+            answer = post(f"{base}/mcp", call("shop_list_products", {}), f"Bearer {secret}",
+                          **headers)  # fmt: skip
+            assert answer.status_code == status, (host, origin, answer.text)
+
+
 # --- failures outside a tool ------------------------------------------------------------------
 
 LEAKED = "postgresql://u:secret@db.internal/app"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
@@ -28,6 +28,8 @@ def create_app(
     ui: bool = True,
     ui_sign_in: SignIn | None = None,
     inbox_idle_timeout: float = IDLE_SECONDS,
+    mcp_allowed_hosts: Iterable[str] = (),
+    mcp_allowed_origins: Iterable[str] = (),
 ) -> FastAPI:
     """The app serving ``executor``'s tools to API-key callers.
 
@@ -42,6 +44,12 @@ def create_app(
             ``system.confirmations:decide``.
         inbox_idle_timeout: seconds after which a key's sign-in to the inbox that was not used
             ends (each page the person opens or form they send extends it; default 30 min).
+        mcp_allowed_hosts: the ``Host`` names MCP answers besides the loopback ones
+            (``"tools.example.com"``: on any port; ``"tools.example.com:8443"``: that port);
+            requests for any other host are refused (421), against DNS rebinding.
+        mcp_allowed_origins: the browser origins MCP answers besides the loopback ones
+            (``"https://app.example.com"``, or ``"https://app.example.com:*"`` for any port);
+            a request with another ``Origin`` is refused (403), one without passes.
 
     Returns:
         A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``,
@@ -67,8 +75,10 @@ def create_app(
     mounted = None
     if mcp_path is not None:
         from turnkit.server.mcp import mcp_app  # the mcp SDK is imported only when it is served
+        from turnkit.server.mcp_hosts import transport_security
 
-        mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path, inbox=ui)
+        security = transport_security(mcp_allowed_hosts, mcp_allowed_origins)
+        mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path, inbox=ui, security=security)
         lifespans.append(mcp_lifespan)
 
     @asynccontextmanager

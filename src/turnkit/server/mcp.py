@@ -2,11 +2,12 @@
 
 ``mcp_app(executor, keys)`` gives the Streamable HTTP ASGI app and the lifespan its host enters.
 Built from the SDK's own parts: the low-level ``Server`` (``tools/list``, ``tools/call``), its
-auth context with a bearer backend that looks the key up in the ledger on **every request** (an
-unknown, revoked or expired key is 401 at once, in every process sharing the ledger, saying why:
-``mcp_auth``), and its session manager in stateless JSON mode, so any process on the ledger
-answers any request. A failure outside what a tool answers reaches the client as a generic error
-with a logged id, never as its text (``mcp_errors``).
+transport security (``Host`` and ``Origin`` checked first: ``mcp_hosts``), its auth context with
+a bearer backend that looks the key up in the ledger on **every request** (an unknown, revoked or
+expired key is 401 at once, in every process sharing the ledger, saying why: ``mcp_auth``), and
+its session manager in stateless JSON mode, so any process on the ledger answers any request.
+A failure outside what a tool answers reaches the client as a generic error with a logged id,
+never as its text (``mcp_errors``).
 
 What a key sees and runs is decided by the executor, now, as over REST (``mcp_tools``). A write
 that must wait for a person answers with its confirmation; a person decides it **out of band**
@@ -36,6 +37,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -45,6 +47,7 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey, ApiKeys
 from turnkit.server.mcp_auth import KeyBackend, KeyToken, KeyVerifier, RequireKey
 from turnkit.server.mcp_errors import Failsafe, guarded
+from turnkit.server.mcp_hosts import HostCheck, transport_security
 from turnkit.server.mcp_tools import McpTools, control_of
 
 __all__ = ["KeyToken", "KeyVerifier", "mcp_app", "mcp_server", "request_key"]
@@ -110,14 +113,19 @@ class _Endpoint:
     """The SDK's Streamable HTTP handling, with a new session manager each time the lifespan is
     entered (the SDK's manager runs once; a host may start and stop more than once)."""
 
-    def __init__(self, server: Server[Any]) -> None:
+    def __init__(self, server: Server[Any], security: TransportSecuritySettings) -> None:
         self.server = server
+        self.security = security
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=True, stateless=True, max_request_body_size=MAX_BODY
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            max_request_body_size=MAX_BODY,
+            security_settings=self.security,
         )
         async with manager.run():
             self._manager = manager
@@ -149,12 +157,15 @@ def mcp_app(
     mcp_path: str = "/mcp",
     *,
     inbox: bool = True,
+    security: TransportSecuritySettings | None = None,
 ) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
     """The Streamable HTTP ASGI app serving ``executor``'s tools to ``keys``, and its lifespan.
 
-    Mount the app at ``mcp_path`` and enter the lifespan in the host's own lifespan. Every request
-    needs ``Authorization: Bearer tk_...`` of a key in ``keys`` that is neither revoked nor
-    expired, checked when it arrives; otherwise it is answered 401, saying why.
+    Mount the app at ``mcp_path`` and enter the lifespan in the host's own lifespan. A request
+    is answered when its ``Host`` and ``Origin`` are allowed (``security``; default: loopback
+    only, ``mcp_hosts.transport_security``) and it carries ``Authorization: Bearer tk_...`` of
+    a key in ``keys`` that is neither revoked nor expired, checked when it arrives; otherwise it
+    is answered 421/403 or 401, saying why.
 
     Example:
         >>> from turnkit import Registry
@@ -163,8 +174,9 @@ def mcp_app(
         >>> callable(app), callable(lifespan)
         (True, True)
     """
-    endpoint = _Endpoint(mcp_server(executor, mcp_path, inbox=inbox))
+    security = transport_security() if security is None else security
+    endpoint = _Endpoint(mcp_server(executor, mcp_path, inbox=inbox), security)
     guarded_app = AuthContextMiddleware(RequireKey(endpoint))
     verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
     authenticated = AuthenticationMiddleware(guarded_app, backend=KeyBackend(verifier))
-    return Failsafe(authenticated), endpoint.lifespan
+    return Failsafe(HostCheck(authenticated, security)), endpoint.lifespan
