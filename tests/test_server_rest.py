@@ -372,11 +372,10 @@ def test_unknown_tools_routes_and_methods_are_problems(http, keys, executor):
     assert_problem(edit, 400, "malformed_json")
 
 
-def test_openapi_docs_and_health_answer(http):
+def test_openapi_and_health_answer(http):
     document = http.get("/openapi.json")
     assert document.status_code == 200
     assert "/v1/tools/{name}/invoke" in document.json()["paths"]
-    assert http.get("/docs").status_code == 200
     assert http.get("/healthz").json() == {"status": "ok"}
 
 

@@ -73,9 +73,17 @@ def serve(
     workers: Annotated[int, typer.Option(help="Worker processes.", min=1, max=64)] = 1,
     allowed_host: AllowedHosts = None,
     allowed_origin: AllowedOrigins = None,
+    docs: Annotated[
+        bool,
+        typer.Option(
+            "--docs",
+            help="Serve the interactive API docs at /docs and /redoc (their pages load Swagger"
+            " UI and ReDoc from a CDN).",
+        ),
+    ] = False,
 ) -> None:
     """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
-    (people approve held writes), docs at /docs."""
+    (people approve held writes)."""
     import uvicorn
 
     from turnkit.server.mcp_hosts import listening_host
@@ -98,15 +106,16 @@ def serve(
     }
     listening = listening_host(host)
     hosts = [*([listening] if listening else []), *(allowed_host or [])]
-    app_options = {"mcp_allowed_hosts": hosts, "mcp_allowed_origins": allowed_origin or []}
+    app_options = {"mcp_allowed_hosts": hosts, "mcp_allowed_origins": allowed_origin or [],
+                   "docs": docs}  # fmt: skip
     session(db, module, entry_points, catalogue, "demo", [], [], permissions).close()  # checked
     # read, then removed, by each worker:
     os.environ[OPTIONS] = json.dumps(options | {"app": app_options})
     where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
-        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · inbox {where}/ui/ · docs"
-        f" {where}/docs · storage"
-        f" {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
+        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · inbox {where}/ui/"
+        + (f" · docs {where}/docs" if docs else "")
+        + f" · storage {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
     )
     if listening is None and not allowed_host:
         console.print(

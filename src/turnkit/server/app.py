@@ -14,6 +14,7 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
 from turnkit.server.auth import Ran
+from turnkit.server.headers import SecurityHeaders
 from turnkit.server.ui.session import IDLE_SECONDS, SignIn
 
 __all__ = ["create_app"]
@@ -30,6 +31,7 @@ def create_app(
     inbox_idle_timeout: float = IDLE_SECONDS,
     mcp_allowed_hosts: Iterable[str] = (),
     mcp_allowed_origins: Iterable[str] = (),
+    docs: bool = False,
 ) -> FastAPI:
     """The app serving ``executor``'s tools to API-key callers.
 
@@ -50,11 +52,16 @@ def create_app(
         mcp_allowed_origins: the browser origins MCP answers besides the loopback ones
             (``"https://app.example.com"``, or ``"https://app.example.com:*"`` for any port);
             a request with another ``Origin`` is refused (403), one without passes.
+        docs: serve the interactive API docs at ``/docs`` and ``/redoc``. Off by default: their
+            pages load Swagger UI and ReDoc from a CDN, scripts that would run on the inbox's
+            origin. ``/openapi.json`` (data, no script) is always served.
 
     Returns:
-        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``,
-        ``/openapi.json`` and ``/docs``. Its lifespan must run (uvicorn does; a host app
-        mounting it enters ``app.router.lifespan_context``) when MCP is mounted.
+        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``
+        and ``/openapi.json`` (``/docs`` when asked). Every answer carries
+        ``X-Content-Type-Options: nosniff``, and over HTTPS ``Strict-Transport-Security``
+        (``turnkit.server.headers``). Its lifespan must run (uvicorn does; a host app mounting
+        it enters ``app.router.lifespan_context``) when MCP is mounted.
 
     Raises:
         ValueError: ``inbox_idle_timeout`` is not a positive number of seconds.
@@ -93,9 +100,12 @@ def create_app(
         summary="Governed tools for API-key callers: REST under /v1"
         + (f", MCP at {mcp_path}" if mcp_path else ""),
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
     ours = ("/v1", "/healthz", "/ui", *((mcp_path,) if mcp_path else ()))
     app.add_middleware(BodyLimit, limit=max_body_bytes, paths=ours)
+    app.add_middleware(SecurityHeaders)  # added last: outside the 413s of BodyLimit too
     app.state.executor = executor
     app.state.keys = keys
     problems.install(app)
