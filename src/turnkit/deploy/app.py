@@ -5,7 +5,7 @@ a Starlette app then), merging its routes before its own and running its lifespa
 does not exist yet at import — a deployment builds it on first use, in a worker thread — so the
 app given is a small Starlette app whose lifespan builds the executor, makes
 ``turnkit.server.create_app(executor)`` and runs that app's own lifespan (the MCP server); its one
-route hands every request the real app answers (``/v1``, ``/mcp``, ``/healthz``, its docs, ...)
+route hands every request the real app answers (``/v1``, ``/mcp``, ``/ui/``, ``/healthz``, ...)
 to it, and leaves every other path to LangGraph's routes.
 """
 
