@@ -122,3 +122,32 @@ def test_the_banner_states_the_hold_rule_in_force(serving, tmp_path):
         first
     )
     assert "hold rule: every write a key makes waits for a person's yes" in second
+
+
+def test_mcp_answers_the_hosts_and_origins_allowed_and_no_docs_unless_asked(serving, tmp_path):
+    served = serving("--demo", "--db", str(tmp_path / "t.sqlite"), "--catalogue",
+                     str(tmp_path / "catalogue.sqlite"), "--allowed-host", "tools.example.com",
+                     "--allowed-origin", "https://app.example.com")  # fmt: skip
+    (log,) = tmp_path.glob("serve-*.log")
+    assert "docs" not in log.read_text()
+    assert httpx.get(f"{served}/docs").status_code == 404
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    mcp = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    answered = {
+        ("tools.example.com:8080", None): 401,  # allowed: on to the key (none was sent)
+        ("tools.example.com:8080", "https://app.example.com"): 401,
+        (served.removeprefix("http://"), None): 401,  # the address it listens on
+        ("evil.example", None): 421,
+        ("tools.example.com", "https://evil.example"): 403,
+    }
+    for (host, origin), status in answered.items():
+        headers = mcp | {"Host": host} | ({"Origin": origin} if origin else {})
+        assert httpx.post(f"{served}/mcp", json=listing, headers=headers).status_code == status
+
+
+def test_the_api_docs_are_served_when_asked_and_the_banner_says_where(serving, tmp_path):
+    served = serving("--demo", "--db", str(tmp_path / "t.sqlite"), "--catalogue",
+                     str(tmp_path / "catalogue.sqlite"), "--docs")  # fmt: skip
+    (log,) = tmp_path.glob("serve-*.log")
+    assert f"docs {served}/docs" in " ".join(log.read_text().split())
+    assert httpx.get(f"{served}/docs").status_code == 200

@@ -193,3 +193,23 @@ def test_the_app_serves_the_deployments_executor_once_started_and_nothing_else(
         assert prepared == [deployment.executor()]
     finally:
         deployment.close()
+
+
+def test_the_apps_mcp_answers_the_hosts_and_origins_the_environment_names(tmp_path, monkeypatch):
+    deployment = _deployment(str(tmp_path / "l.sqlite"), monkeypatch, TURNKIT_MODEL="scripted",
+                             TURNKIT_MCP_ALLOWED_HOSTS="tools.example.com, api.example.com",
+                             TURNKIT_MCP_ALLOWED_ORIGINS="https://app.example.com")  # fmt: skip
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    mcp = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    answered = {
+        ("api.example.com", "https://app.example.com"): 401,  # let through: no key was sent
+        ("evil.example", None): 421,
+        ("tools.example.com", "https://evil.example"): 403,
+    }
+    try:
+        with TestClient(deployment.app()) as client:
+            for (host, origin), status in answered.items():
+                headers = mcp | {"Host": host} | ({"Origin": origin} if origin else {})
+                assert client.post("/mcp", json=listing, headers=headers).status_code == status
+    finally:
+        deployment.close()

@@ -8,6 +8,7 @@ what ``POST /v1/confirmations/{id}/approve`` with that key does.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -17,12 +18,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.types import CallToolResult
+from mcp.types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -189,17 +191,40 @@ def text(result: CallToolResult) -> str:
 
 
 @pytest.mark.parametrize(
-    "authorization",
-    [None, "Bearer", "Bearer nonsense", "Bearer tk_" + "A" * 43, "Basic YWxpY2U6c2VjcmV0"],
+    ("authorization", "said"),
+    [
+        (None, "send an API key"),
+        ("Bearer", "send an API key"),
+        ("Basic YWxpY2U6c2VjcmV0", "send an API key"),
+        ("Bearer nonsense", "not a known API key"),
+        ("Bearer tk_" + "A" * 43, "not a known API key"),
+    ],
 )
-def test_request_without_a_valid_key_is_401(served, authorization) -> None:
+def test_request_without_a_valid_key_is_401_saying_why(served, authorization, said) -> None:
     response = post(served.url, call("shop_list_products", {}), authorization)
 
     assert response.status_code == 401
-    assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token", error_description="')
+    assert said in challenge
+    assert said in response.json()["error"]["message"]  # what the SDK's client raises
 
 
-async def test_key_revoked_while_the_server_runs_is_401_at_once(served) -> None:
+async def refusal(url: str, secret: str) -> MCPError:
+    """What the SDK's client raises when it connects with ``secret`` and lists the tools."""
+    with pytest.raises(BaseException) as raised:  # noqa: PT011  # unwrapped below
+        async with connect(url, secret) as client:
+            await client.list_tools()
+    exc = raised.value
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # raised at connect: inside the client's task groups
+    assert isinstance(exc, MCPError), repr(exc)
+    return exc
+
+
+async def test_key_revoked_while_the_server_runs_is_401_at_once_and_the_client_says_why(
+    served,
+) -> None:
     key, secret = served.key("alice", READ)
     async with connect(served.url, secret) as client:
         assert not (await client.call_tool("shop_list_products", {})).is_error
@@ -208,14 +233,27 @@ async def test_key_revoked_while_the_server_runs_is_401_at_once(served) -> None:
 
         refused = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
         assert refused.status_code == 401
-        with pytest.raises(Exception, match="error response"):  # the 401, as the SDK says it
+        assert f"the key {key.id} was revoked at " in refused.headers["www-authenticate"]
+        with pytest.raises(MCPError, match=rf"the key {key.id} was revoked at .*turnkit keys"):
             await client.call_tool("shop_list_products", {})
 
 
-def test_expired_key_is_401(served) -> None:
-    _, secret = served.key("alice", READ, expires_in=5, now=time.time() - 10)
+async def test_expired_key_is_401_and_the_client_says_when_it_expired(served) -> None:
+    key, secret = served.key("alice", READ, expires_in=5, now=time.time() - 10)
 
-    assert post(served.url, call("shop_list_products", {}), f"Bearer {secret}").status_code == 401
+    refused = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
+    told = await refusal(served.url, secret)
+
+    assert refused.status_code == 401
+    assert f"the key {key.id} expired at " in refused.headers["www-authenticate"]
+    assert f"the key {key.id} expired at " in told.message
+    assert "make a new key with turnkit keys create" in told.message
+
+
+async def test_an_unknown_key_is_told_to_the_client_as_unknown(served) -> None:
+    told = await refusal(served.url, "tk_" + "B" * 43)
+
+    assert "not a known API key" in told.message
 
 
 # --- tools/list --------------------------------------------------------------------------------
@@ -465,6 +503,174 @@ def test_body_over_the_limit_is_413(served) -> None:
     assert post(served.url, huge, f"Bearer {secret}").status_code == 413
 
 
+# --- Host and Origin (DNS rebinding) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "said"),
+    [
+        ({"Host": "evil.example"}, 421, "does not answer for the host 'evil.example'"),
+        ({"Host": "evil.example:80"}, 421, "--allowed-host"),
+        ({"Origin": "https://evil.example"}, 403, "web origin 'https://evil.example'"),
+        ({"Origin": "null"}, 403, "--allowed-origin"),
+    ],
+)
+def test_a_foreign_host_or_origin_is_refused_before_the_key_is_looked_up(
+    served, headers, status, said
+) -> None:
+    _, secret = served.key("bob", READ)
+
+    for authorization in (f"Bearer {secret}", None):  # refused before any key is looked up
+        refused = post(served.url, call("shop_list_products", {}), authorization, **headers)
+        assert refused.status_code == status
+        assert said in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},  # no Origin: a client that is not a browser
+        {"Origin": "http://localhost:6274"},  # a local page: an inspector
+        {"Origin": "http://127.0.0.1"},
+        {"Host": "localhost"},
+        {"Host": "[::1]:9"},
+    ],
+)
+def test_loopback_hosts_and_origins_and_requests_without_origin_are_answered(
+    served, headers
+) -> None:
+    _, secret = served.key("bob", READ)
+
+    answer = post(served.url, call("shop_list_products", {}), f"Bearer {secret}", **headers)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["result"]["isError"] is False
+
+
+def test_create_app_allows_the_hosts_and_origins_it_is_given(mcp_executor) -> None:
+    _, secret = mcp_executor.ledger.keys.create("bob", [READ])
+    app = create_app(mcp_executor, mcp_allowed_hosts=["tools.example.com", "api.example.com:8443"],
+                     mcp_allowed_origins=["https://app.example.com"])  # fmt: skip
+    sent = {
+        ("tools.example.com", None): 200,
+        ("tools.example.com:8080", "https://app.example.com"): 200,
+        ("api.example.com:8443", None): 200,
+        ("api.example.com:9000", None): 421,  # a name with a port: that port only
+        ("evil.example", None): 421,
+        ("tools.example.com", "https://app.example.com.evil.example"): 403,
+        ("tools.example.com", "https://app.example.com:8443"): 403,  # an origin is exact
+    }
+    with uvicorn_serving(app) as base:
+        for (host, origin), status in sent.items():
+            headers = {"Host": host} | ({"Origin": origin} if origin else {})
+            answer = post(f"{base}/mcp", call("shop_list_products", {}), f"Bearer {secret}",
+                          **headers)  # fmt: skip
+            assert answer.status_code == status, (host, origin, answer.text)
+
+
+# --- failures outside a tool ------------------------------------------------------------------
+
+LEAKED = "postgresql://u:secret@db.internal/app"
+"""What a failing permission provider or database puts in its exception's text."""
+
+
+def failing_provider(caller: Any) -> set[str]:
+    raise RuntimeError(f"cannot reach {LEAKED}")
+
+
+@pytest.fixture
+def failing(ledger, shop) -> Iterator[str]:
+    """``create_app`` over an executor whose permission provider raises; the key's secret."""
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=failing_provider)
+    _, secret = ledger.keys.create("alice", [READ])
+    try:
+        with uvicorn_serving(create_app(executor)) as base:
+            yield f"{base}/mcp", secret
+    finally:
+        executor.close()
+
+
+def logged_ids(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The error ids logged at ERROR by ``turnkit.server.mcp``, each with the exception."""
+    return [
+        record.getMessage().rsplit(" ", 1)[-1].rstrip(")")
+        for record in caplog.records
+        if record.name == "turnkit.server.mcp" and record.levelno == logging.ERROR
+        and record.exc_info is not None and LEAKED in str(record.exc_info[1])
+    ]  # fmt: skip
+
+
+def raw_request(method: str, version: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A ``method`` request as a client of protocol ``version`` sends it: body and headers."""
+    params: dict[str, Any] = {"name": "shop_list_products", "arguments": {}}
+    params = params if method == "tools/call" else {}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}
+    if version in MODERN_PROTOCOL_VERSIONS:  # the per-request envelope and routing headers
+        meta = call("x", {})["params"]["_meta"]
+        params["_meta"] = meta | {"io.modelcontextprotocol/protocolVersion": version}
+        headers["Mcp-Method"] = method
+        if "name" in params:
+            headers["Mcp-Name"] = params["name"]
+    return {"jsonrpc": "2.0", "id": 3, "method": method, "params": params}, headers
+
+
+@pytest.mark.parametrize("version", KNOWN_PROTOCOL_VERSIONS)
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+def test_a_failure_outside_a_tool_reaches_no_client_as_its_text_on_any_protocol(
+    failing, caplog, version, method
+) -> None:
+    url, secret = failing
+    body, headers = raw_request(method, version)
+    caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
+    with httpx2.Client(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http:
+        answers = [http.post(url, json=body, headers=headers) for _ in range(2)]  # keep-alive
+
+    for answer in answers:
+        assert "secret" not in answer.text
+        assert "db.internal" not in answer.text
+        error = answer.json()["error"]
+        assert error["code"] == -32603
+        assert f"logged with id {error['data']['error_id']}" in error["message"]
+    assert logged_ids(caplog) == [answer.json()["error"]["data"]["error_id"] for answer in answers]
+
+
+async def test_the_sdk_client_is_given_the_error_id_of_a_failure_never_its_text(
+    failing, caplog
+) -> None:
+    url, secret = failing
+    caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
+
+    async with connect(url, secret) as client:
+        with pytest.raises(MCPError) as listed:
+            await client.list_tools()
+        with pytest.raises(MCPError) as called:
+            await client.call_tool("shop_list_products", {})
+
+    for raised in (listed.value, called.value):
+        assert "secret" not in str(raised.message) + str(raised.data)
+        assert raised.message.startswith("the server failed to answer this request")
+    assert logged_ids(caplog) == [listed.value.data["error_id"], called.value.data["error_id"]]
+
+
+def test_a_database_failing_while_a_key_is_looked_up_is_a_500_with_an_error_id(
+    served, caplog, monkeypatch
+) -> None:
+    _, secret = served.key("alice", READ)
+
+    def lookup(self: ApiKeys, secret: str) -> None:
+        raise RuntimeError(f"connection to {LEAKED} refused")
+
+    monkeypatch.setattr(ApiKeys, "by_secret", lookup)
+    caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
+    answer = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
+
+    assert answer.status_code == 500
+    assert "secret" not in answer.text
+    error = answer.json()["error"]
+    assert logged_ids(caplog) == [error["data"]["error_id"]]
+    assert error["data"]["error_id"] in error["message"]
+
+
 # --- other clients -----------------------------------------------------------------------------
 
 
@@ -652,3 +858,19 @@ async def test_without_the_inbox_a_held_answer_does_not_send_people_to_it(mcp_ex
             held = await client.call_tool("shop_delete_product", {"sku": "TEA-0001"})
     assert "/ui/" not in text(held)
     assert "POST /v1/confirmations/" in text(held)
+
+
+def test_a_body_sent_in_chunks_over_the_apps_limit_is_413_not_a_server_failure(mcp_executor):
+    _, secret = mcp_executor.ledger.keys.create("bob", [READ])
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it is read
+        yield b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "'
+        yield from [b"x" * 10_000] * 20
+        yield b'"}}'
+
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
+               "Accept": "application/json", "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    with uvicorn_serving(create_app(mcp_executor, max_body_bytes=100_000)) as base:
+        refused = httpx2.post(f"{base}/mcp", content=chunks(), headers=headers, timeout=30)
+    assert refused.status_code == 413
+    assert refused.json()["code"] == "payload_too_large"

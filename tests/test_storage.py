@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from _shop import Shop, prices
@@ -435,3 +436,47 @@ def test_a_path_under_the_home_folder_is_expanded(tmp_path, monkeypatch):
         assert (tmp_path / "ledger.sqlite").exists()
     finally:
         ledger.close()
+
+
+def modes(path: Path) -> dict[str, int]:
+    """The permission bits of the SQLite file at ``path`` and of its -wal and -shm files."""
+    found = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    return {file.name: file.stat().st_mode & 0o777 for file in found if file.exists()}
+
+
+SAVED = {"configurable": {"thread_id": "modes", "checkpoint_ns": ""}}
+
+
+async def async_modes(path: Path) -> dict[str, int]:
+    async with open_async_storage(path) as storage:
+        await storage.checkpointer.aput(SAVED, empty_checkpoint(), {}, {})
+        return modes(path)
+
+
+@pytest.mark.parametrize("opened", ["ledger", "storage", "async storage"])
+def test_a_sqlite_file_turnkit_creates_is_its_owners_only(tmp_path, opened):
+    path = tmp_path / "new.sqlite"
+    if opened == "async storage":
+        seen = asyncio.run(async_modes(path))
+    elif opened == "storage":
+        with open_storage(path) as storage:
+            storage.checkpointer.put(SAVED, empty_checkpoint(), {}, {})
+            storage.ledger.set_setting("confirm_batch_over", 20)
+            seen = modes(path)
+    else:
+        ledger = open_ledger(path)
+        try:
+            ledger.set_setting("confirm_batch_over", 20)
+            seen = modes(path)
+        finally:
+            ledger.close()
+    assert seen == {"new.sqlite": 0o600, "new.sqlite-wal": 0o600, "new.sqlite-shm": 0o600}
+
+
+def test_an_existing_sqlite_file_keeps_its_mode(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    path.touch()
+    path.chmod(0o640)  # the operator's choice: a group that backs it up
+    with open_storage(path) as storage:
+        storage.ledger.set_setting("confirm_batch_over", 20)
+        assert modes(path)["shared.sqlite"] == 0o640

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from html.parser import HTMLParser
 
 import httpx
 import pytest
@@ -12,7 +13,7 @@ from fastapi import Request
 
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Caller
+from turnkit import Caller, Executor, Registry
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.server import create_app
 
@@ -365,3 +366,168 @@ def test_a_mistyped_address_or_a_decision_opened_as_a_link_is_a_page_that_says_w
         assert said in page.text
     assert executor.ledger.get_confirmation(held).status == "pending"
     assert browser.get("/ui/static/inbox.js").status_code == 200
+
+
+# --- idle sign-ins ----------------------------------------------------------------------------
+
+
+def idled(executor, seconds: float) -> list[float]:
+    """Make every sign-in look unused for ``seconds`` more; their last uses now."""
+    ledger = executor.ledger
+    ledger._run("UPDATE turnkit_key_sessions SET last_seen = last_seen - ?", (seconds,))
+    return [row[0] for row in ledger._rows("SELECT last_seen FROM turnkit_key_sessions")]
+
+
+def test_a_sign_in_unused_for_30_minutes_ends_and_the_pages_own_poll_is_no_use(browser, executor):
+    sign_in(browser, person_key(executor))
+    before = idled(executor, 30 * 60 - 10)
+
+    assert browser.get("/ui/pending.json").json()["signed_in"] is True  # the page's poll
+    assert idled(executor, 0) == before  # not a use: nothing extended
+    idled(executor, 20)
+    assert browser.get("/ui/", follow_redirects=False).status_code == 303
+    assert browser.get("/ui/pending.json").json() == {"signed_in": False, "ids": []}
+
+
+def test_each_page_a_person_opens_extends_their_sign_in(executor):
+    app = create_app(executor, mcp_path=None, inbox_idle_timeout=600)
+    with (
+        uvicorn_serving(app) as url,
+        httpx.Client(base_url=url, timeout=10, follow_redirects=True) as browser,
+    ):
+        sign_in(browser, person_key(executor))
+        (rewound,) = idled(executor, 590)
+        assert browser.get("/ui/history").status_code == 200  # a use: extends it
+        (extended,) = idled(executor, 0)
+        assert extended >= rewound + 590
+        idled(executor, 590)
+        assert browser.get("/ui/", follow_redirects=False).status_code == 200
+        idled(executor, 601)
+        assert browser.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_signing_in_purges_the_sign_ins_that_ended(served, executor):
+    with httpx.Client(base_url=served, timeout=10, follow_redirects=True) as left_open:
+        sign_in(left_open, person_key(executor))
+    idled(executor, 2 * 3600)
+    with httpx.Client(base_url=served, timeout=10, follow_redirects=True) as browser:
+        sign_in(browser, person_key(executor, "bob"))
+    assert executor.ledger._rows("SELECT COUNT(*) FROM turnkit_key_sessions") == [(1,)]
+
+
+# --- what a person reads ----------------------------------------------------------------------
+
+HIDDEN = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c" \
+         "\u200b\u200c\u200d\u2060\ufeff"  # fmt: skip
+"""Bidi controls and zero-width characters: each changes or hides what a person reads."""
+
+
+class Notes:
+    """Module ``notes``: a note saved (a write) with a title and a free-text body."""
+
+    key = "notes"
+
+    def __init__(self) -> None:
+        self.saved: list[dict[str, str]] = []
+
+    def api_tools(self) -> list[dict[str, object]]:
+        text = {"type": "string"}
+        schema = {"type": "object", "required": ["title", "body"], "additionalProperties": False,
+                  "properties": {"title": text, "body": text}}  # fmt: skip
+        return [{"name": "notes.save_note", "scope": "notes.notes:write", "permission": "shop.view",
+                 "handler": lambda value, ctx: self.saved.append(value) or "saved",
+                 "input_schema": schema}]  # fmt: skip
+
+
+@pytest.fixture
+def notes(ledger, rights, clock) -> Iterator[tuple[Notes, Executor, str]]:
+    """The inbox of an executor over ``Notes`` (alice's writes held): the module, the executor
+    and the inbox's URL."""
+    module = Notes()
+    executor = Executor(Registry([module]), ledger=ledger, permissions=rights, clock=clock)
+    ledger.set_setting("api_session_write_modules", ["notes"])
+    try:
+        with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+            yield module, executor, url
+    finally:
+        executor.close()
+
+
+class EditForm(HTMLParser):
+    """The fields a browser sends from the edit form of one confirmation, as it sends them."""
+
+    def __init__(self, confirmation_id: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.action, self.inside, self.area = f"/{confirmation_id}/edit", False, None
+        self.fields: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form":
+            self.inside = (found.get("action") or "").endswith(self.action)
+        elif self.inside and tag == "input" and found.get("name"):
+            value = found.get("value") or ""
+            if found.get("type", "text") == "text":  # a one-line field drops line breaks
+                value = value.replace("\r", "").replace("\n", "")
+            self.fields[found["name"] or ""] = value
+        elif self.inside and tag == "textarea":
+            self.area = found.get("name")
+            self.fields[self.area or ""] = ""
+
+    def handle_data(self, data: str) -> None:
+        if self.area is not None:
+            self.fields[self.area] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "textarea" and self.area is not None:
+            value = self.fields[self.area].removeprefix("\n")  # the parser drops one line break
+            self.fields[self.area] = value.replace("\r\n", "\n").replace("\n", "\r\n")  # sent so
+            self.area = None
+        self.inside = self.inside and tag != "form"
+
+
+def test_text_is_shown_as_it_is_and_hidden_characters_are_marked(browser, executor):
+    held = executor.execute(ALICE, "shop.delete_product", {"sku": f"TEA-0001{HIDDEN}  two\nlines"})
+    sign_in(browser, person_key(executor))
+
+    page = browser.get("/ui/").text
+
+    shown = re.search(r'<code class="value">(TEA-0001.*?)</code>', page, re.S)
+    assert shown is not None, page
+    for char in HIDDEN:
+        assert f"⟨U+{ord(char):04X}⟩</span>" in shown.group(1)
+        assert char not in shown.group(1)
+    assert shown.group(1).endswith("</span>  two\nlines")  # whitespace as it is
+    assert 'title="RIGHT-TO-LEFT OVERRIDE"' in shown.group(1)
+    assert held["confirmation_id"] in page
+    style = browser.get("/ui/static/inbox.css").text
+    assert re.search(r"code\.value[^{]*\{[^}]*white-space: pre-wrap", style)
+
+
+def test_an_edit_sends_back_unchanged_what_the_person_did_not_change(notes):
+    module, executor, url = notes
+    body = f"first line\n\u202egnp.exe{HIDDEN}\n  indented\n"
+    held = executor.execute(ALICE, "notes.save_note", {"title": "draft", "body": body})
+    with httpx.Client(base_url=url, timeout=10, follow_redirects=True) as browser:
+        sign_in(browser, person_key(executor))
+        page = browser.get("/ui/")
+        assert "with its hidden characters" in page.text  # beside the field being edited
+        form = EditForm(held["confirmation_id"])
+        form.feed(page.text)
+        assert set(form.fields) == {"csrf", "/title", "/body"}
+        form.fields["/title"] = "final"
+        done = browser.post(f"/ui/confirmations/{held['confirmation_id']}/edit", data=form.fields)
+    assert done.status_code == 200, done.text
+    assert module.saved == [{"title": "final", "body": body}]
+
+
+def test_asked_by_names_the_user_and_the_key_they_asked_with(browser, executor):
+    by_key = Caller.key("key_0a1b2c3d", user_id="alice", scopes={"shop.products:write"})
+    executor.execute(by_key, "shop.delete_product", {"sku": "TEA-0002"})
+    hold_prices(executor)
+    sign_in(browser, person_key(executor, "root"))  # root may decide everyone's holds
+
+    page = browser.get("/ui/").text
+
+    asked = re.findall(r"Asked by <strong>(.*?)</strong>", page)
+    assert sorted(asked) == ["alice", "alice (key key_0a1b2c3d)"]

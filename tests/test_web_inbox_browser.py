@@ -20,7 +20,8 @@ import pytest
 import _agent_workers as workers
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Agent, Caller, Settings
+from test_web_inbox import HIDDEN, Notes
+from turnkit import Agent, Caller, Executor, Registry, Settings
 from turnkit.registry.confirmations import DECIDE_SCOPE
 from turnkit.server import create_app
 from turnkit.testing import ScriptedModel
@@ -86,7 +87,7 @@ def test_a_write_held_by_an_agent_in_another_process_is_approved_in_the_browser_
             article = page.locator(f'article[data-id="{held}"]')
             assert "local.delete_note" in article.inner_text()
             assert "groceries" in article.inner_text()
-            assert "session:alice" in article.inner_text()
+            assert "Asked by alice at" in article.inner_text()
             page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
             article.get_by_role("button", name="Approve").click()
             page.wait_for_load_state()
@@ -226,3 +227,36 @@ def test_without_javascript_and_by_keyboard_a_person_approves_and_rejects(chromi
         "action": "reject",
         "message": "not today",
     }
+
+
+def test_hidden_characters_are_marked_whitespace_kept_and_an_edit_sends_the_text_back(
+    chromium, ledger, rights, clock, tmp_path
+):
+    module = Notes()
+    executor = Executor(Registry([module]), ledger=ledger, permissions=rights, clock=clock)
+    ledger.set_setting("api_session_write_modules", ["notes"])
+    body = f"first line\n\u202egnp.exe{HIDDEN}\n  indented"
+    held = executor.execute(ALICE, "notes.save_note", {"title": "draft", "body": body})
+    _, secret = ledger.keys.create("alice", {DECIDE_SCOPE})
+    try:
+        with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+            context = chromium.new_context()
+            page = signed_in(context, url, secret)
+            article = page.locator(f'article[data-id="{held["confirmation_id"]}"]')
+            shown = article.locator("section code.value", has_text="first line")  # read only
+            assert shown.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
+            assert shown.locator(".hidden-char").count() == len(HIDDEN) + 1
+            assert "⟨U+202E⟩gnp.exe" in shown.inner_text()
+            assert "Asked by alice at" in article.inner_text()
+            article.get_by_text("Edit the arguments").click()
+            field = article.locator('textarea[name="/body"]')
+            assert field.input_value() == body  # the real text, to edit
+            article.locator('input[name="/title"]').fill("final")
+            page.screenshot(path=str(tmp_path / "inbox-hidden-characters.png"), full_page=True)
+            article.get_by_role("button", name="Save and run the edited call").click()
+            page.wait_for_load_state()
+            assert "edited; the write ran" in page.get_by_role("status").first.inner_text()
+            context.close()
+    finally:
+        executor.close()
+    assert module.saved == [{"title": "final", "body": body}]

@@ -40,6 +40,22 @@ Modules = Annotated[
         " (repeatable).",
     ),
 ]
+AllowedHosts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="A Host name MCP answers besides 127.0.0.1, localhost, [::1] and --host"
+        " (tools.example.com: any port; tools.example.com:8443: that port); repeatable.",
+    ),
+]
+AllowedOrigins = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-origin",
+        help="A browser origin MCP answers besides the loopback ones"
+        " (https://app.example.com, or https://app.example.com:* for any port); repeatable.",
+    ),
+]
 OPTIONS = "TURNKIT_SERVE"
 """The environment variable that carries the command's options to uvicorn's workers."""
 
@@ -56,10 +72,22 @@ def serve(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The port to listen on.", min=1, max=65535)] = 8080,
     workers: Annotated[int, typer.Option(help="Worker processes.", min=1, max=64)] = 1,
+    allowed_host: AllowedHosts = None,
+    allowed_origin: AllowedOrigins = None,
+    docs: Annotated[
+        bool,
+        typer.Option(
+            "--docs",
+            help="Serve the interactive API docs at /docs and /redoc (their pages load Swagger"
+            " UI and ReDoc from a CDN).",
+        ),
+    ] = False,
 ) -> None:
     """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
-    (people approve held writes), docs at /docs."""
+    (people approve held writes)."""
     import uvicorn
+
+    from turnkit.server.mcp_hosts import listening_host
 
     if not demo and not module and not entry_points:
         console.print(
@@ -70,7 +98,7 @@ def serve(
     if demo and (module or entry_points):
         console.print("[red]--demo serves the demo catalogue alone[/]: leave out --module")
         raise typer.Exit(USAGE)
-    options = {
+    options: dict[str, Any] = {
         "db": db,
         "modules": module or [],
         "entry_points": entry_points,
@@ -78,18 +106,29 @@ def serve(
         "catalogue": catalogue,
         "permissions": permissions,
     }
+    listening = listening_host(host)
+    hosts = [*([listening] if listening else []), *(allowed_host or [])]
+    app_options = {"mcp_allowed_hosts": hosts, "mcp_allowed_origins": allowed_origin or [],
+                   "docs": docs}  # fmt: skip
     checked = session(db, module, entry_points, demo, catalogue, "demo", [], [], permissions)
     try:  # the options are good; the settings in force say the hold rule
         settings = checked.executor.settings_now()
     finally:
         checked.close()
-    os.environ[OPTIONS] = json.dumps(options)  # read, then removed, by each worker
+    # read, then removed, by each worker:
+    os.environ[OPTIONS] = json.dumps(options | {"app": app_options})
     where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
-        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · inbox {where}/ui/ · docs"
-        f" {where}/docs · storage"
-        f" {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
+        f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · inbox {where}/ui/"
+        + (f" · docs {where}/docs" if docs else "")
+        + f" · storage {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
     )
+    if listening is None and not allowed_host:
+        console.print(
+            f"[yellow]warning:[/] --host {escape(host)} names no host: MCP answers requests"
+            " for 127.0.0.1, localhost and [::1] only; give --allowed-host NAME for each name"
+            " clients reach this server by"
+        )
     if not demo and permissions is None:
         console.print(
             "[yellow]warning:[/] no --permissions: key owners hold no permissions, so tools that"
@@ -132,6 +171,7 @@ def app_from_environment() -> ASGIApp:
     if given is None:
         raise SystemExit(f"{OPTIONS} is not set: start the server with `turnkit serve`")
     options: dict[str, Any] = json.loads(given)
+    app_options: dict[str, Any] = options.pop("app", {})
     opened = open_session(user="demo", grants=[], act=[], **options)
     atexit.register(opened.close)
     if opened.demo and opened.granted is not None:  # the demo's one person decides every hold,
@@ -139,4 +179,4 @@ def app_from_environment() -> ASGIApp:
         from turnkit.registry.confirmations import CONFIRM_ANY
 
         opened.granted.grant(DEMO_USER, CONFIRM_ANY)
-    return create_app(opened.executor)
+    return create_app(opened.executor, **app_options)

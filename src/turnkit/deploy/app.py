@@ -5,7 +5,7 @@ a Starlette app then), merging its routes before its own and running its lifespa
 does not exist yet at import — a deployment builds it on first use, in a worker thread — so the
 app given is a small Starlette app whose lifespan builds the executor, makes
 ``turnkit.server.create_app(executor)`` and runs that app's own lifespan (the MCP server); its one
-route hands every request the real app answers (``/v1``, ``/mcp``, ``/healthz``, its docs, ...)
+route hands every request the real app answers (``/v1``, ``/mcp``, ``/ui/``, ``/healthz``, ...)
 to it, and leaves every other path to LangGraph's routes.
 """
 
@@ -60,6 +60,8 @@ def deferred_app(
     executor: Callable[[], Awaitable[Executor]],
     *,
     prepare: Callable[[Executor], None] | None = None,
+    mcp_allowed_hosts: tuple[str, ...] = (),
+    mcp_allowed_origins: tuple[str, ...] = (),
 ) -> Starlette:
     """A Starlette app serving ``create_app(await executor())`` once its lifespan has started.
 
@@ -67,6 +69,9 @@ def deferred_app(
         executor: builds (or returns) the executor without blocking the event loop.
         prepare: called with the executor before the app serves (the demo grants its user the
             right to decide every hold there).
+        mcp_allowed_hosts: ``create_app``'s: the ``Host`` names ``/mcp`` answers besides the
+            loopback ones (those ``langgraph dev`` listens on).
+        mcp_allowed_origins: ``create_app``'s: the browser origins it answers besides those.
     """
     forward = Forward()
 
@@ -77,7 +82,8 @@ def deferred_app(
         built = await executor()
         if prepare is not None:
             prepare(built)
-        target = create_app(built)
+        target = create_app(built, mcp_allowed_hosts=mcp_allowed_hosts,
+                            mcp_allowed_origins=mcp_allowed_origins)  # fmt: skip
         async with target.router.lifespan_context(target):
             forward.target = target
             try:

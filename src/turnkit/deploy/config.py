@@ -12,6 +12,10 @@
   (the offline demo model).
 - ``TURNKIT_DEFAULT_USER``: the session user of runs no one signed in; without it such a run
   fails, saying how to sign in.
+- ``TURNKIT_MCP_ALLOWED_HOSTS``, ``TURNKIT_MCP_ALLOWED_ORIGINS``: the ``Host`` names and browser
+  origins ``/mcp`` answers besides the loopback ones, separated by commas or spaces
+  (``create_app``'s ``mcp_allowed_hosts`` and ``mcp_allowed_origins``): a deployment reached by
+  its domain names it here.
 
 Reading them only checks their form; nothing is imported or opened until the deployment is
 first built (``Deployment.executor``), and every mistake is a ``ConfigError`` naming the variable.
@@ -64,6 +68,11 @@ class DeployConfig:
     """The chat model's name (``TURNKIT_MODEL``)."""
     default_user: str | None = None
     """The session user of runs no one signed in (``TURNKIT_DEFAULT_USER``), or None."""
+    mcp_allowed_hosts: tuple[str, ...] = ()
+    """The ``Host`` names MCP answers besides the loopback ones (``TURNKIT_MCP_ALLOWED_HOSTS``)."""
+    mcp_allowed_origins: tuple[str, ...] = ()
+    """The browser origins MCP answers besides the loopback ones
+    (``TURNKIT_MCP_ALLOWED_ORIGINS``)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DeployConfig:
@@ -80,8 +89,7 @@ class DeployConfig:
             parse_url(url)
         except StorageError as exc:
             raise ConfigError(f"TURNKIT_DATABASE_URL: {exc}") from None
-        modules = tuple(re.split(r"[\s,]+", env.get("TURNKIT_MODULES", "").strip()))
-        modules = tuple(m for m in modules if m)
+        modules = _listed(env, "TURNKIT_MODULES")
         for reference in modules:
             _check_form("TURNKIT_MODULES", reference)
         permissions = (env.get("TURNKIT_PERMISSIONS") or "").strip() or None
@@ -94,7 +102,14 @@ class DeployConfig:
             permissions=permissions,
             model=(env.get("TURNKIT_MODEL") or "").strip() or DEFAULT_MODEL,
             default_user=default_user,
+            mcp_allowed_hosts=_listed(env, "TURNKIT_MCP_ALLOWED_HOSTS"),
+            mcp_allowed_origins=_listed(env, "TURNKIT_MCP_ALLOWED_ORIGINS"),
         )
+
+
+def _listed(env: Mapping[str, str], variable: str) -> tuple[str, ...]:
+    """The items of ``variable``, separated by commas or spaces."""
+    return tuple(item for item in re.split(r"[\s,]+", env.get(variable, "").strip()) if item)
 
 
 def _check_form(variable: str, reference: str) -> None:

@@ -55,6 +55,8 @@ class Deployment:
         model: Callable[[], Any],
         *,
         default_caller: Caller | None = None,
+        mcp_allowed_hosts: tuple[str, ...] = (),
+        mcp_allowed_origins: tuple[str, ...] = (),
     ) -> None:
         """Remember how to build the deployment; nothing is built yet.
 
@@ -64,9 +66,13 @@ class Deployment:
             model: makes the chat model; called once, after ``executor``.
             default_caller: the caller of runs no one signed in (see ``turnkit.deploy.auth``);
                 None makes such runs fail, saying how to sign in.
+            mcp_allowed_hosts: the ``Host`` names the app's ``/mcp`` answers besides the
+                loopback ones (``create_app``'s argument).
+            mcp_allowed_origins: the browser origins it answers besides the loopback ones.
         """
         self._make_executor, self._make_model = executor, model
         self.default_caller = default_caller
+        self._mcp_hosts, self._mcp_origins = mcp_allowed_hosts, mcp_allowed_origins
         self._lock = threading.Lock()
         self._built: tuple[Executor, Graph] | None = None
 
@@ -90,6 +96,8 @@ class Deployment:
             executor,
             lambda: load_model(config.model),
             default_caller=None if user is None else Caller.session(user),
+            mcp_allowed_hosts=config.mcp_allowed_hosts,
+            mcp_allowed_origins=config.mcp_allowed_origins,
         )
 
     @classmethod
@@ -137,7 +145,8 @@ class Deployment:
         the executor is built, before the app serves."""
         from turnkit.deploy.app import deferred_app  # FastAPI and mcp: only when served
 
-        return deferred_app(self.aexecutor, prepare=prepare)
+        return deferred_app(self.aexecutor, prepare=prepare, mcp_allowed_hosts=self._mcp_hosts,
+                            mcp_allowed_origins=self._mcp_origins)  # fmt: skip
 
     def close(self) -> None:
         """Close the executor (and its ledger) if it was built; the next use builds anew."""

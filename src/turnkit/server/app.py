@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
@@ -14,7 +14,8 @@ from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
 from turnkit.server.auth import Ran
-from turnkit.server.ui.session import SignIn
+from turnkit.server.headers import SecurityHeaders
+from turnkit.server.ui.session import IDLE_SECONDS, SignIn
 
 __all__ = ["create_app"]
 
@@ -27,6 +28,10 @@ def create_app(
     max_body_bytes: int = 1_000_000,
     ui: bool = True,
     ui_sign_in: SignIn | None = None,
+    inbox_idle_timeout: float = IDLE_SECONDS,
+    mcp_allowed_hosts: Iterable[str] = (),
+    mcp_allowed_origins: Iterable[str] = (),
+    docs: bool = False,
 ) -> FastAPI:
     """The app serving ``executor``'s tools to API-key callers.
 
@@ -39,11 +44,27 @@ def create_app(
         ui_sign_in: the application's own sign-in for the inbox, ``(request) -> Caller | None``
             (sync or async); by default people sign in with an API key that carries the scope
             ``system.confirmations:decide``.
+        inbox_idle_timeout: seconds after which a key's sign-in to the inbox that was not used
+            ends (each page the person opens or form they send extends it; default 30 min).
+        mcp_allowed_hosts: the ``Host`` names MCP answers besides the loopback ones
+            (``"tools.example.com"``: on any port; ``"tools.example.com:8443"``: that port);
+            requests for any other host are refused (421), against DNS rebinding.
+        mcp_allowed_origins: the browser origins MCP answers besides the loopback ones
+            (``"https://app.example.com"``, or ``"https://app.example.com:*"`` for any port);
+            a request with another ``Origin`` is refused (403), one without passes.
+        docs: serve the interactive API docs at ``/docs`` and ``/redoc``. Off by default: their
+            pages load Swagger UI and ReDoc from a CDN, scripts that would run on the inbox's
+            origin. ``/openapi.json`` (data, no script) is always served.
 
     Returns:
-        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``,
-        ``/openapi.json`` and ``/docs``. Its lifespan must run (uvicorn does; a host app
-        mounting it enters ``app.router.lifespan_context``) when MCP is mounted.
+        A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``
+        and ``/openapi.json`` (``/docs`` when asked). Every answer carries
+        ``X-Content-Type-Options: nosniff``, and over HTTPS ``Strict-Transport-Security``
+        (``turnkit.server.headers``). Its lifespan must run (uvicorn does; a host app mounting
+        it enters ``app.router.lifespan_context``) when MCP is mounted.
+
+    Raises:
+        ValueError: ``inbox_idle_timeout`` is not a positive number of seconds.
 
     Example:
         >>> from turnkit import Registry
@@ -52,12 +73,19 @@ def create_app(
         ['/v1/tools', '/v1/tools/{name}', '/v1/tools/{name}/invoke']
     """
     keys = executor.ledger.keys if keys is None else keys
+    if not inbox_idle_timeout > 0:
+        raise ValueError(
+            f"inbox_idle_timeout is seconds a sign-in may stay unused, more than 0:"
+            f" got {inbox_idle_timeout!r}"
+        )
     lifespans = []
     mounted = None
     if mcp_path is not None:
         from turnkit.server.mcp import mcp_app  # the mcp SDK is imported only when it is served
+        from turnkit.server.mcp_hosts import transport_security
 
-        mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path, inbox=ui)
+        security = transport_security(mcp_allowed_hosts, mcp_allowed_origins)
+        mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path, inbox=ui, security=security)
         lifespans.append(mcp_lifespan)
 
     @asynccontextmanager
@@ -72,9 +100,12 @@ def create_app(
         summary="Governed tools for API-key callers: REST under /v1"
         + (f", MCP at {mcp_path}" if mcp_path else ""),
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
     ours = ("/v1", "/healthz", "/ui", *((mcp_path,) if mcp_path else ()))
     app.add_middleware(BodyLimit, limit=max_body_bytes, paths=ours)
+    app.add_middleware(SecurityHeaders)  # added last: outside the 413s of BodyLimit too
     app.state.executor = executor
     app.state.keys = keys
     problems.install(app)
@@ -84,7 +115,7 @@ def create_app(
         from turnkit.server.ui import inbox_router, static_files  # needs jinja2 (server extra)
 
         app.mount("/ui/static", static_files(), name="ui-static")  # before the pages' catch-all
-        app.include_router(inbox_router(executor, keys, ui_sign_in))
+        app.include_router(inbox_router(executor, keys, ui_sign_in, idle=inbox_idle_timeout))
     if mounted is not None and mcp_path is not None:  # "/mcp" itself too, without a redirect
         app.router.routes.append(Route(mcp_path, mounted, include_in_schema=False))
         app.mount(mcp_path, mounted)

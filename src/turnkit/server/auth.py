@@ -3,7 +3,8 @@
 The key is looked up in the ledger's database on every request (no cache in the process), so a
 key revoked by ``turnkit keys revoke``, or one whose time ran out, is refused by the next request
 in every server process. Whatever is wrong with the bearer (missing, malformed, unknown, revoked,
-expired) is a 401 problem with ``WWW-Authenticate: Bearer``; revoked and expired keys say so.
+expired) is a 401 problem whose ``WWW-Authenticate`` challenge says why in its
+``error_description`` (``turnkit.server.bearer``), as the problem's ``detail`` does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.exceptions import HTTPException
 
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.server.bearer import NO_KEY, challenge, usable_key
 
 __all__ = ["Key", "Ran", "api_key", "executor_of"]
 
@@ -42,23 +44,17 @@ async def api_key(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> ApiKey:
     """The usable key the request's bearer names; a 401 problem otherwise."""
-    if credentials is None:
-        raise _refused(
-            "send an API key: 'Authorization: Bearer tk_...' (make one with turnkit keys create)",
-            challenge="Bearer",
-        )
+    if credentials is None:  # no error information: none was sent (RFC 6750, section 3.1)
+        raise _refused(NO_KEY, "Bearer")
     keys: ApiKeys = request.app.state.keys
-    key = await keys.aby_secret(credentials.credentials)
-    if key is None:
-        raise _refused("the bearer is not a known API key")
-    reason = key.refused(_executor(request).clock())
-    if reason is not None:
-        raise _refused(reason + "; make a new key with turnkit keys create")
-    return key
+    found = await usable_key(keys, credentials.credentials, _executor(request).clock())
+    if isinstance(found, str):
+        raise _refused(found, challenge(found))
+    return found
 
 
-def _refused(detail: str, *, challenge: str = 'Bearer error="invalid_token"') -> HTTPException:
-    return HTTPException(401, detail, headers={"WWW-Authenticate": challenge})
+def _refused(detail: str, challenged: str) -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": challenged})
 
 
 Key = Annotated[ApiKey, Depends(api_key)]

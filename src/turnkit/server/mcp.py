@@ -2,9 +2,12 @@
 
 ``mcp_app(executor, keys)`` gives the Streamable HTTP ASGI app and the lifespan its host enters.
 Built from the SDK's own parts: the low-level ``Server`` (``tools/list``, ``tools/call``), its
-bearer middleware with a token verifier that looks the key up in the ledger on **every request**
-(an unknown, revoked or expired key is 401 at once, in every process sharing the ledger), and its
-session manager in stateless JSON mode, so any process on the ledger answers any request.
+transport security (``Host`` and ``Origin`` checked first: ``mcp_hosts``), its auth context with
+a bearer backend that looks the key up in the ledger on **every request** (an unknown, revoked or
+expired key is 401 at once, in every process sharing the ledger, saying why: ``mcp_auth``), and
+its session manager in stateless JSON mode, so any process on the ledger answers any request.
+A failure outside what a tool answers reaches the client as a generic error with a logged id,
+never as its text (``mcp_errors``).
 
 What a key sees and runs is decided by the executor, now, as over REST (``mcp_tools``). A write
 that must wait for a person answers with its confirmation; a person decides it **out of band**
@@ -24,24 +27,17 @@ Mount it at a path of its own (it answers on any path it is given)::
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from mcp import types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
-from mcp.server.auth.middleware.bearer_auth import (
-    AuthenticatedUser,
-    BearerAuthBackend,
-    RequireAuthMiddleware,
-)
-from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from pydantic import ConfigDict
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -49,45 +45,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from turnkit.registry.executor import Executor
 from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.server.mcp_auth import KeyBackend, KeyToken, KeyVerifier, RequireKey
+from turnkit.server.mcp_errors import Failsafe, guarded
+from turnkit.server.mcp_hosts import HostCheck, transport_security
 from turnkit.server.mcp_tools import McpTools, control_of
 
 __all__ = ["KeyToken", "KeyVerifier", "mcp_app", "mcp_server", "request_key"]
 
-log = logging.getLogger("turnkit.server.mcp")
-
 SERVER_NAME = "turnkit"
 MAX_BODY = 1024 * 1024
 """The largest request body accepted (bytes); a larger one is answered 413 before it is read."""
-
-
-class KeyToken(AccessToken):
-    """The SDK's access token, carrying the API key it was made from."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    key: ApiKey
-    """The key as the ledger holds it at this request."""
-
-
-class KeyVerifier:
-    """The SDK's ``TokenVerifier`` for turnkit API keys, asked on every request."""
-
-    def __init__(self, keys: ApiKeys, clock: Callable[[], float] = time.time) -> None:
-        self.keys = keys
-        self.clock = clock
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The key's token, or None for an unknown, revoked or expired key (a 401)."""
-        key = await self.keys.aby_secret(token)
-        if key is None:
-            return None
-        refused = key.refused(self.clock())
-        if refused is not None:
-            log.info("MCP request refused: %s", refused)
-            return None
-        return KeyToken(
-            token=token, client_id=key.id, subject=key.user_id, scopes=sorted(key.scopes), key=key
-        )
 
 
 def request_key(ctx: ServerRequestContext[Any, Any] | None = None) -> ApiKey | None:
@@ -137,8 +104,8 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
             " elsewhere, and system_get_confirmation tells you the outcome."
         ),
         get_tool_input_schema=tools.input_schema,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        on_list_tools=guarded(list_tools),
+        on_call_tool=guarded(call_tool),
     )
 
 
@@ -146,14 +113,19 @@ class _Endpoint:
     """The SDK's Streamable HTTP handling, with a new session manager each time the lifespan is
     entered (the SDK's manager runs once; a host may start and stop more than once)."""
 
-    def __init__(self, server: Server[Any]) -> None:
+    def __init__(self, server: Server[Any], security: TransportSecuritySettings) -> None:
         self.server = server
+        self.security = security
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         manager = StreamableHTTPSessionManager(
-            app=self.server, json_response=True, stateless=True, max_request_body_size=MAX_BODY
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            max_request_body_size=MAX_BODY,
+            security_settings=self.security,
         )
         async with manager.run():
             self._manager = manager
@@ -180,13 +152,20 @@ class _Endpoint:
 
 
 def mcp_app(
-    executor: Executor, keys: ApiKeys, mcp_path: str = "/mcp", *, inbox: bool = True
+    executor: Executor,
+    keys: ApiKeys,
+    mcp_path: str = "/mcp",
+    *,
+    inbox: bool = True,
+    security: TransportSecuritySettings | None = None,
 ) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
     """The Streamable HTTP ASGI app serving ``executor``'s tools to ``keys``, and its lifespan.
 
-    Mount the app at ``mcp_path`` and enter the lifespan in the host's own lifespan. Every request
-    needs ``Authorization: Bearer tk_...`` of a key in ``keys`` that is neither revoked nor
-    expired, checked when the request arrives; otherwise it is answered 401.
+    Mount the app at ``mcp_path`` and enter the lifespan in the host's own lifespan. A request
+    is answered when its ``Host`` and ``Origin`` are allowed (``security``; default: loopback
+    only, ``mcp_hosts.transport_security``) and it carries ``Authorization: Bearer tk_...`` of
+    a key in ``keys`` that is neither revoked nor expired, checked when it arrives; otherwise it
+    is answered 421/403 or 401, saying why.
 
     Example:
         >>> from turnkit import Registry
@@ -195,8 +174,9 @@ def mcp_app(
         >>> callable(app), callable(lifespan)
         (True, True)
     """
-    endpoint = _Endpoint(mcp_server(executor, mcp_path, inbox=inbox))
-    guarded = AuthContextMiddleware(RequireAuthMiddleware(endpoint, required_scopes=[]))
+    security = transport_security() if security is None else security
+    endpoint = _Endpoint(mcp_server(executor, mcp_path, inbox=inbox), security)
+    guarded_app = AuthContextMiddleware(RequireKey(endpoint))
     verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
-    app = AuthenticationMiddleware(guarded, backend=BearerAuthBackend(verifier))
-    return app, endpoint.lifespan
+    authenticated = AuthenticationMiddleware(guarded_app, backend=KeyBackend(verifier))
+    return Failsafe(HostCheck(authenticated, security)), endpoint.lifespan

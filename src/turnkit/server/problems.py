@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from turnkit.registry.answers import Answer, ErrorCode
+from turnkit.server.headers import security_headers
 
 __all__ = [
     "MEDIA_TYPE",
@@ -175,7 +176,8 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
 
 
 async def _bug(request: Request, exc: Exception) -> JSONResponse:
-    return problem(500, _GENERIC, code="internal_error")
+    # answered by Starlette's outermost middleware, outside SecurityHeaders: add them here
+    return problem(500, _GENERIC, code="internal_error", headers=security_headers(request.scope))
 
 
 def is_json(request: Request) -> bool:

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from turnkit.registry.ledger import Ledger, SqliteLedger
-from turnkit.registry.ledger.sqlite import wal_mode
+from turnkit.registry.ledger.sqlite import create_private, wal_mode
 
 if TYPE_CHECKING:  # imported when first opened: ``import turnkit`` stays light
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -34,7 +34,9 @@ PRAGMAS = (
 
 
 def enter_wal(path: str) -> None:
-    """Put the SQLite file at ``path`` (created when missing) in WAL mode (``wal_mode``)."""
+    """Put the SQLite file at ``path`` (created ``0600`` when missing: ``create_private``) in
+    WAL mode (``wal_mode``)."""
+    create_private(path)
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT)
     try:
         wal_mode(conn, BUSY_TIMEOUT)

@@ -20,11 +20,7 @@ from turnkit.registry.ledger.leases import ThreadLeases
 from turnkit.registry.ledger.records import (
     IdempotencyRecord,
 )
-from turnkit.registry.ledger.schema import (
-    ADDED_COLUMNS,
-    INDEXES,
-    TABLES,
-)
+from turnkit.registry.ledger.schema import INDEXES, TABLES, column_additions
 from turnkit.registry.ledger.sql import dump, load, text
 from turnkit.registry.ledger.twins import async_twin
 
@@ -66,20 +62,27 @@ class Ledger(ConfirmationRows, ABC):
         """Release the connections."""
 
     def setup(self) -> None:
-        """Create the tables when they do not exist, add the columns an older turnkit's tables
-        lack (``ADDED_COLUMNS``), and the indexes (safe to call again, from several processes)."""
+        """Create the tables when they do not exist, add the columns a ledger made by an older
+        turnkit lacks (``schema.ADDED_COLUMNS``), and the indexes; safe to call again, from
+        several processes (SQLite's; ``PostgresLedger`` does it in one locked transaction)."""
         for statement in TABLES:
             self._run(statement)
-        for table, column, kind in ADDED_COLUMNS:
-            if column in {row[1] for row in self._rows(f"PRAGMA table_info({table})")}:
-                continue
+        self._upgrade()
+        for statement in INDEXES:
+            self._run(statement)
+
+    def _upgrade(self) -> None:
+        """Add the columns of ``schema.ADDED_COLUMNS`` the tables lack."""
+        for statement in column_additions(self._columns):
             try:
-                self._run(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                self._run(statement)
             except sqlite3.OperationalError as exc:  # another process added it just now
                 if "duplicate column" not in str(exc):
                     raise
-        for statement in INDEXES:
-            self._run(statement)
+
+    def _columns(self, table: str) -> set[str]:
+        """The names of ``table``'s columns (SQLite's ``PRAGMA``; PostgreSQL reads its own)."""
+        return {str(row[1]) for row in self._rows(f"PRAGMA table_info({table})")}
 
     @property
     def keys(self) -> ApiKeys:

@@ -31,10 +31,13 @@ if TYPE_CHECKING:
     from turnkit.registry.ledger.base import Ledger
     from turnkit.registry.visibility import Allow
 
-__all__ = ["PREFIX", "ApiKey", "ApiKeys", "looks_like_key"]
+__all__ = ["PREFIX", "SESSION_TOUCH", "ApiKey", "ApiKeys", "looks_like_key"]
 
 PREFIX = "tk_"
 """How every secret starts (so a leaked one is recognised by secret scanners and people)."""
+SESSION_TOUCH = 60.0
+"""Seconds between two writes of a sign-in's last use (``ApiKeys.by_session``): its idle time
+is measured to within this, and a busy inbox does not write the ledger on every request."""
 _SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
 _COLUMNS = "id, user_id, scopes, allow, created_at, expires_at, revoked_at"
 
@@ -174,29 +177,60 @@ class ApiKeys:
         rows = self.ledger._rows(f"SELECT {_COLUMNS} FROM turnkit_api_keys WHERE id = ?", (key_id,))
         return _key(rows[0]) if rows else None
 
-    def open_session(self, key_id: str, until: float, *, now: float | None = None) -> str:
+    def open_session(
+        self, key_id: str, until: float, *, idle: float | None = None, now: float | None = None
+    ) -> str:
         """A new sign-in of ``key_id`` (a person at the web inbox) lasting until ``until``: its
-        token, which only its hash in the ledger names (reading the ledger signs nobody in)."""
+        token, which only its hash in the ledger names (reading the ledger signs nobody in).
+
+        Sign-ins that ended are removed first: past their ``until``, or unused for ``idle``
+        seconds when given (the idle timeout of the inbox signing in).
+        """
+        now = time.time() if now is None else now
+        self.ledger._run(
+            "DELETE FROM turnkit_key_sessions WHERE expires_at <= ?"
+            " OR COALESCE(last_seen, created_at) <= ?",
+            (now, -1.0 if idle is None else now - idle),
+        )
         token = secrets.token_urlsafe(32)
         self.ledger._run(
-            "INSERT INTO turnkit_key_sessions (token_hash, key_id, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?)",
-            (_digest(token), key_id, time.time() if now is None else now, until),
+            "INSERT INTO turnkit_key_sessions (token_hash, key_id, created_at, expires_at,"
+            " last_seen) VALUES (?, ?, ?, ?, ?)",
+            (_digest(token), key_id, now, until, now),
         )
         return token
 
-    def by_session(self, token: str, now: float) -> ApiKey | None:
-        """The key of the unexpired sign-in ``token`` (revoked and expired keys too: see
-        ``refused``), or None."""
+    def by_session(
+        self, token: str, now: float, *, idle: float | None = None, touch: bool = True
+    ) -> ApiKey | None:
+        """The key of the sign-in ``token`` (revoked and expired keys too: see ``refused``), or
+        None when it ended: past its ``until``, or, with ``idle``, unused for ``idle`` seconds.
+
+        ``touch``: this is a use of the sign-in, which restarts its idle time. The ledger is
+        written at most once per ``SESSION_TOUCH`` seconds of a sign-in, not on every request.
+        """
         if not 20 <= len(token) <= 100 or not token.isascii():
             return None
         columns = ", ".join(f"k.{c.strip()}" for c in _COLUMNS.split(","))
+        digest = _digest(token)
         rows = self.ledger._rows(
-            f"SELECT {columns} FROM turnkit_key_sessions s JOIN turnkit_api_keys k"
-            " ON k.id = s.key_id WHERE s.token_hash = ? AND s.expires_at > ?",
-            (_digest(token), now),
+            f"SELECT {columns}, COALESCE(s.last_seen, s.created_at) FROM turnkit_key_sessions s"
+            " JOIN turnkit_api_keys k ON k.id = s.key_id WHERE s.token_hash = ?"
+            " AND s.expires_at > ?",
+            (digest, now),
         )
-        return _key(rows[0]) if rows else None
+        if not rows:
+            return None
+        *row, last_seen = rows[0]
+        if idle is not None and float(last_seen) <= now - idle:
+            return None
+        if touch and idle is not None and now - float(last_seen) >= SESSION_TOUCH:
+            self.ledger._run(
+                "UPDATE turnkit_key_sessions SET last_seen = ? WHERE token_hash = ?"
+                " AND COALESCE(last_seen, created_at) < ?",
+                (now, digest, now),
+            )
+        return _key(tuple(row))
 
     def close_session(self, token: str) -> None:
         """End the sign-in ``token`` (signing out); expired sign-ins are removed too."""

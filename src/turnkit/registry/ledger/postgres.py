@@ -18,12 +18,16 @@ from typing import Any
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger, overrides_of
 from turnkit.registry.ledger.leases import HOLDER, POSTGRES_NOW, Lease, ThreadLeases
-from turnkit.registry.ledger.schema import ADDED_COLUMNS, INDEXES, TABLES
+from turnkit.registry.ledger.schema import INDEXES, TABLES, column_additions
 from turnkit.registry.ledger.urls import postgres_target, shown
 
 __all__ = ["PostgresLedger", "reachable"]
 
 _SETUP_LOCK = 0x746B6C6564676572  # "tkledger": the ledger's own lock (storage holds "turnkit")
+_COLUMNS_OF = (
+    "SELECT column_name FROM information_schema.columns"
+    " WHERE table_schema = current_schema() AND table_name = %s"
+)
 
 
 class PostgresLedger(Ledger):
@@ -68,25 +72,20 @@ class PostgresLedger(Ledger):
             raise
 
     def setup(self) -> None:
-        """Create the tables (and add the columns an older turnkit's lack) in one transaction
-        under an advisory lock, so that processes opening a fresh database at once do not race
-        on ``CREATE TABLE IF NOT EXISTS``."""
+        """Create the tables, and add the columns an older ledger lacks, in one transaction
+        under an advisory lock, so that processes opening a database at once do not race on
+        ``CREATE TABLE IF NOT EXISTS`` or ``ALTER TABLE``."""
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
             for statement in TABLES:
                 conn.execute(statement)
-            # an older turnkit's ledger: only what is missing (an ALTER locks the table whole)
-            present = {
-                (table, column)
-                for table, column in conn.execute(
-                    "SELECT table_name, column_name FROM information_schema.columns"
-                    " WHERE table_schema = current_schema()"
-                )
-            }
-            for table, column, kind in ADDED_COLUMNS:
-                if (table, column) not in present:
-                    conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
-            for statement in INDEXES:
+
+            def columns_of(table: str) -> set[str]:
+                return {row[0] for row in conn.execute(_COLUMNS_OF, (table,)).fetchall()}
+
+            for statement in column_additions(columns_of):  # only when missing: no lock taken
+                conn.execute(statement)
+            for statement in INDEXES:  # likewise: CREATE INDEX locks the table even if it exists
                 name = statement.split(" IF NOT EXISTS ")[1].split()[0]
                 found = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
                 if found is None or found[0] is None:

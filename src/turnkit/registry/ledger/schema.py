@@ -8,6 +8,8 @@ across threads and processes on both databases.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 TABLES = (
     """
     CREATE TABLE IF NOT EXISTS turnkit_confirmations (
@@ -79,7 +81,8 @@ TABLES = (
         token_hash TEXT PRIMARY KEY,
         key_id TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL,
-        expires_at DOUBLE PRECISION NOT NULL
+        expires_at DOUBLE PRECISION NOT NULL,
+        last_seen DOUBLE PRECISION
     )
     """,
     """
@@ -106,6 +109,38 @@ TABLES = (
     """,
 )
 
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("turnkit_key_sessions", "last_seen", "DOUBLE PRECISION"),
+    ("turnkit_confirmations", "module", "TEXT"),
+    ("turnkit_confirmations", "fingerprint", "TEXT"),
+    ("turnkit_confirmations", "thread_id", "TEXT"),
+    ("turnkit_confirmations", "reserved_units", "INTEGER NOT NULL DEFAULT 0"),
+    ("turnkit_confirmations", "reserved_window", "BIGINT"),
+)
+"""Columns added to a table after it was first released, as ``(table, column, type)``: a ledger
+made before has its tables upgraded in place by ``setup()`` (``column_additions``). Each column
+is also in its table's ``CREATE TABLE`` above, and is nullable or has a default (old rows hold
+NULL or it). An older turnkit still works on an upgraded ledger: it never names them."""
+
+
+def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
+    """The ``ALTER TABLE`` statements adding the ``ADDED_COLUMNS`` a ledger's tables lack;
+    ``columns_of(table)`` names the columns ``table`` has now.
+
+    Example:
+        >>> column_additions(lambda table: {"token_hash", "key_id", "created_at", "expires_at"})
+        ['ALTER TABLE turnkit_key_sessions ADD COLUMN last_seen DOUBLE PRECISION']
+    """
+    present: dict[str, Collection[str]] = {}
+    statements = []
+    for table, column, kind in ADDED_COLUMNS:
+        if table not in present:
+            present[table] = columns_of(table)
+        if column not in present[table]:
+            statements.append(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    return statements
+
+
 CONFIRMATION_COLUMNS = (
     "id, caller, caller_identity, tool, input, input_hash, idempotency_key, status, created_at,"
     " expires_at, decided_at, decided_by, decision, token, outcome, module, fingerprint,"
@@ -117,17 +152,6 @@ CONFIRMATION_TYPES = (
 )
 """The type of each of ``CONFIRMATION_COLUMNS`` (an insert from a ``SELECT`` names them: the
 values have no column to take their type from there)."""
-
-ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("turnkit_confirmations", "module", "TEXT"),
-    ("turnkit_confirmations", "fingerprint", "TEXT"),
-    ("turnkit_confirmations", "thread_id", "TEXT"),
-    ("turnkit_confirmations", "reserved_units", "INTEGER NOT NULL DEFAULT 0"),
-    ("turnkit_confirmations", "reserved_window", "BIGINT"),
-)
-"""``(table, column, type)`` of columns added after a table was first created: ``setup`` adds
-each one an existing database lacks, so a ledger made by an older turnkit is upgraded in place
-(and the older turnkit still works on it: it never names them)."""
 
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS turnkit_confirmations_created"

@@ -3,6 +3,10 @@
 WAL journaling lets readers proceed while one writer writes; a busy timeout makes a second process
 wait for the lock instead of failing. Each thread gets its own connection (sqlite3 connections are
 not shared between threads), all in autocommit mode: every statement is its own transaction.
+
+A file turnkit creates is readable and writable by its owner only (``0600``: it holds the
+held arguments, the audit and the keys' hashes); SQLite gives its ``-wal`` and ``-shm`` files
+the database file's mode. An existing file keeps its mode.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Any
 
 from turnkit.errors import StorageError
 from turnkit.registry.ledger.base import Ledger
+from turnkit.registry.ledger.schema import column_additions
 from turnkit.registry.ledger.urls import sqlite_problem
 
-__all__ = ["SqliteLedger", "wal_mode"]
+__all__ = ["SqliteLedger", "create_private", "wal_mode"]
 
 
 class SqliteLedger(Ledger):
@@ -42,6 +47,7 @@ class SqliteLedger(Ledger):
         problem = sqlite_problem(self.path)
         if problem is not None:
             raise StorageError(f"cannot open the ledger {self.path!r}: {problem}")
+        create_private(self.path)
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -92,6 +98,21 @@ class SqliteLedger(Ledger):
                     self._doomed.discard(conn)
                     conn.close()
 
+    def _upgrade(self) -> None:
+        """Add the columns an older ledger lacks in one immediate transaction: of processes
+        opening an old file at once, one adds them and the others then find them there."""
+        if not column_additions(self._columns):
+            return
+        with self._statement() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in column_additions(lambda table: _columns(conn, table)):
+                    conn.execute(statement)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
     def close(self) -> None:
         """Close the connections (and, for a session, its executor and storage); one running a
         statement in another thread is closed when that statement ends."""
@@ -106,6 +127,21 @@ class SqliteLedger(Ledger):
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self.path!r})"
+
+
+def create_private(path: str) -> None:
+    """Create the file at ``path``, empty, with mode ``0600`` when there is none (SQLite takes an
+    empty file as a new database); an existing file is left as it is.
+
+    ``os.open`` with the mode and ``O_EXCL``: no change of the process's umask, which other
+    threads share, and no race with another process creating the file.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
 def wal_mode(conn: sqlite3.Connection, patience: float) -> None:

@@ -33,7 +33,7 @@ from turnkit.registry.ledger.records import (
     iso,
 )
 from turnkit.server.ui import present, session
-from turnkit.server.ui.session import Person, SignIn
+from turnkit.server.ui.session import IDLE_SECONDS, Person, SignIn
 
 __all__ = ["inbox_router", "static_files"]
 
@@ -41,6 +41,8 @@ _templates = Environment(
     loader=PackageLoader("turnkit.server.ui", "templates"),
     autoescape=select_autoescape(default=True),
 )
+_templates.filters["marked"] = present.marked  # hidden characters shown as markers
+_templates.tests["hiding"] = present.has_hidden
 _DECIDED: tuple[ConfirmationStatus, ...] = ("done", "rejected", "expired", "forbidden", "running")
 PAGE = 50
 """Confirmations per page, in the inbox and in the history."""
@@ -57,12 +59,16 @@ def static_files() -> StaticFiles:
     return StaticFiles(directory=Path(__file__).parent / "static")
 
 
-def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> APIRouter:
-    """The inbox's routes (mounted under ``/ui`` by ``create_app``)."""
+def inbox_router(
+    executor: Executor, keys: ApiKeys, sign_in: SignIn | None, *, idle: float = IDLE_SECONDS
+) -> APIRouter:
+    """The inbox's routes (mounted under ``/ui`` by ``create_app``); a key's sign-in ends when
+    it was not used for ``idle`` seconds."""
     router = APIRouter(prefix="/ui", include_in_schema=False)
 
-    async def person(request: Request) -> Person | None:
-        return await session.person_of(request, keys, sign_in, executor.clock())
+    async def person(request: Request, *, touch: bool = True) -> Person | None:
+        return await session.person_of(request, keys, sign_in, executor.clock(), idle=idle,
+                                       touch=touch)  # fmt: skip
 
     def page(
         request: Request, who: Person | None, name: str, status: int = 200, **values: Any
@@ -103,7 +109,8 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
         response = RedirectResponse(f"{_root(request)}/", status_code=303)
         secret = form.get("key")
         error = await session.sign_in_with_key(keys, secret if isinstance(secret, str) else "",
-                                               response, request, executor.clock())  # fmt: skip
+                                               response, request, executor.clock(),
+                                               idle=idle)  # fmt: skip
         if error:
             return page(request, None, "sign_in.html", status=401, error=error)
         return response
@@ -134,7 +141,7 @@ def inbox_router(executor: Executor, keys: ApiKeys, sign_in: SignIn | None) -> A
     async def pending_ids(request: Request, ids: str = "") -> Response:
         """Which of ``ids`` (the cards a page shows, comma-separated) still wait for this
         person; without ``ids``, the first page's."""
-        who = await person(request)
+        who = await person(request, touch=False)  # the page's own poll: not a use by the person
         if who is None:
             return JSONResponse({"signed_in": False, "ids": []}, status_code=401)
         asked = [i for i in ids.split(",")[:PAGE] if could_be_id(i)] if ids else None
@@ -300,7 +307,7 @@ async def _inbox_values(executor: Executor, who: Person, shown: Filters) -> dict
                 "id": held.id,
                 "tool": held.tool,
                 "title": (tool.title if tool is not None and tool.title else held.tool),
-                "caller": held.caller.identity,
+                "caller": present.asked_by(held.caller),
                 "thread": held.thread_id,
                 "created_at": iso(held.created_at),
                 "expires_at": iso(held.expires_at),
@@ -340,7 +347,7 @@ async def _history(
         {
             "id": held.id,
             "tool": held.tool,
-            "caller": held.caller.identity,
+            "caller": present.asked_by(held.caller),
             "status": held.status,
             "decided_by": held.decided_by or "",
             "decided_at": iso(held.decided_at) if held.decided_at else iso(held.expires_at),

@@ -6,6 +6,12 @@ Every leaf carries its JSON pointer (``/prices/0/price``): the name of its field
 and the path of the schema's violations, so each violation is shown beside its field.
 ``rebuilt`` reads the form back into the input's own shape, each value in its old type when it
 parses as one (else as the text typed, which the tool's schema then refuses beside the field).
+
+A person approves what they read, so text is shown as it is: whitespace kept (the style sheet's
+``pre-wrap``), and every character that changes or hides what is read — bidi controls that
+reorder the text around them, zero-width characters, invisible tag characters, control
+characters — shown as a visible marker (``⟨U+202E⟩``, its name as a tooltip) by ``marked``. The
+edit form still carries the real value, so an edit sends back exactly what it did not change.
 """
 
 from __future__ import annotations
@@ -13,13 +19,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from markupsafe import Markup, escape
+
+from turnkit.registry.caller import Caller
 from turnkit.registry.pointers import segment
 
-__all__ = ["FOLD_OVER", "Node", "node", "rebuilt"]
+__all__ = ["FOLD_OVER", "HIDDEN", "Node", "asked_by", "has_hidden", "marked", "node", "rebuilt"]
+
+HIDDEN = re.compile(
+    "[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"  # bidi controls
+    "\u200b-\u200d\u2060\ufeff"  # zero-width characters
+    "\U000e0000-\U000e007f"  # tag characters (invisible text)
+    "\x00-\x08\x0b-\x1f\x7f-\x9f]"  # control characters but tab and line feed
+)
+"""The characters ``marked`` shows as a visible marker instead of themselves."""
 
 FOLD_OVER = 10
 """Lists longer than this are folded, with their count."""
@@ -54,6 +72,12 @@ class Node:
         return len(self.rows or self.children)
 
     @property
+    def multiline(self) -> bool:
+        """Whether the value is a string of several lines (edited in a text area: a browser
+        drops the line breaks of a one-line field)."""
+        return isinstance(self.value, str) and ("\n" in self.value or "\r" in self.value)
+
+    @property
     def slug(self) -> str:
         """An HTML id for the field of this value (unique per pointer, whatever its keys)."""
         plain = re.sub(r"[^A-Za-z0-9_-]", "_", self.pointer)
@@ -82,6 +106,41 @@ def node(value: Any, pointer: str = "") -> Node:
     return Node("scalar", pointer, value=value, text=text)
 
 
+def has_hidden(text: str) -> bool:
+    """Whether ``text`` holds a character that ``marked`` shows as a marker."""
+    return HIDDEN.search(text) is not None
+
+
+def marked(text: object) -> Markup:
+    """``text`` as HTML, escaped, each ``HIDDEN`` character replaced by a visible marker.
+
+    Example:
+        >>> str(marked("a\u202eb<"))
+        'a<span class="hidden-char" title="RIGHT-TO-LEFT OVERRIDE">⟨U+202E⟩</span>b&lt;'
+    """
+    shown = []
+    position = 0
+    plain = str(text)
+    for found in HIDDEN.finditer(plain):
+        char = found.group()
+        name = unicodedata.name(char, "control character")
+        shown += [escape(plain[position : found.start()]),
+                  Markup('<span class="hidden-char" title="{}">⟨U+{:04X}⟩</span>').format(
+                      name, ord(char))]  # fmt: skip
+        position = found.end()
+    shown.append(escape(plain[position:]))
+    return Markup("").join(shown)
+
+
+def asked_by(caller: Caller) -> str:
+    """Who asked for a held call, as a person reads it: the user (``alice``), and the key a
+    key's call came with (``alice (key key_0a1b...)``)."""
+    if caller.kind == "key":
+        key = f"key {caller.key_id}"
+        return f"{caller.user_id} ({key})" if caller.user_id else key
+    return caller.user_id or caller.kind
+
+
 def rebuilt(original: Any, form: Mapping[str, str], pointer: str = "") -> Any:
     """``original`` with each leaf replaced by the form's field of its pointer, if sent."""
     if isinstance(original, Mapping):
@@ -95,8 +154,8 @@ def rebuilt(original: Any, form: Mapping[str, str], pointer: str = "") -> Any:
 
 def _typed(text: str, like: Any) -> Any:
     """``text`` read as a value of the type of ``like`` when it is one; else ``text`` itself."""
-    if isinstance(like, str):
-        return text
+    if isinstance(like, str):  # a browser sends a textarea's line breaks as CR LF
+        return text if "\r" in like else text.replace("\r\n", "\n")
     try:
         parsed = json.loads(text)
     except ValueError:

@@ -4,7 +4,11 @@ A person signs in with an API key that carries the scope ``system.confirmations:
 operator gives it to keys meant for people who decide). The sign-in is a random token in an
 HttpOnly, SameSite=Strict cookie (Secure over HTTPS) whose hash the ledger keeps
 (``turnkit_key_sessions``): every worker process finds it, signing out ends it, and revoking the
-key ends it at the next request; reading the ledger signs nobody in. The person acts as
+key ends it at the next request; reading the ledger signs nobody in. It ends after 8 hours, or
+sooner when it is not used for the idle timeout (``IDLE_SECONDS``, ``create_app``'s
+``inbox_idle_timeout``): a page opened or a form sent is a use, the inbox's own background poll
+is not, so a tab left open does not keep a sign-in alive. Signing in removes the sign-ins that
+ended, of every key. The person acts as
 ``Caller.session(owner)`` within the key's allow list: their own held calls, and others' when
 they hold ``system.confirm_any`` (the executor's rule).
 
@@ -39,6 +43,7 @@ from turnkit.registry.ledger.keys import ApiKeys
 
 __all__ = [
     "CSRF_COOKIE",
+    "IDLE_SECONDS",
     "SESSION_COOKIE",
     "Person",
     "SignIn",
@@ -53,6 +58,8 @@ SESSION_COOKIE = "tk_session"
 CSRF_COOKIE = "tk_csrf"
 SESSION_SECONDS = 8 * 3600
 """How long a sign-in lasts (less when the key expires sooner)."""
+IDLE_SECONDS = 30 * 60.0
+"""How long a sign-in may stay unused before it ends (the default idle timeout)."""
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{32,100}")
 
 SignIn = Callable[[Request], "Caller | Awaitable[Caller | None] | None"]
@@ -71,9 +78,16 @@ class Person:
 
 
 async def person_of(
-    request: Request, keys: ApiKeys, sign_in: SignIn | None, now: float
+    request: Request,
+    keys: ApiKeys,
+    sign_in: SignIn | None,
+    now: float,
+    *,
+    idle: float = IDLE_SECONDS,
+    touch: bool = True,
 ) -> Person | None:
-    """The signed-in person of ``request``, or None."""
+    """The signed-in person of ``request``, or None. With a key's sign-in: None once it was
+    unused for ``idle`` seconds; ``touch``: the request is a use of it (a page, a form)."""
     if sign_in is not None:
         if inspect.iscoroutinefunction(sign_in):
             found = await sign_in(request)
@@ -87,17 +101,23 @@ async def person_of(
     token = request.cookies.get(SESSION_COOKIE, "")
     if _TOKEN.fullmatch(token) is None:
         return None
-    key = await asyncio.to_thread(keys.by_session, token, time.time())
+    key = await asyncio.to_thread(keys.by_session, token, time.time(), idle=idle, touch=touch)
     if key is None or key.refused(now) is not None or DECIDE_SCOPE not in key.scopes:
         return None
     return Person(caller=Caller.session(key.user_id), allow=key.allowed, session=token)
 
 
 async def sign_in_with_key(
-    keys: ApiKeys, secret: str, response: Response, request: Request, now: float
+    keys: ApiKeys,
+    secret: str,
+    response: Response,
+    request: Request,
+    now: float,
+    *,
+    idle: float = IDLE_SECONDS,
 ) -> str:
     """Sign the key ``secret`` in on ``response``; "" when it worked, else what is wrong (for
-    the sign-in page)."""
+    the sign-in page). Sign-ins that ended (``idle``: the idle timeout) are removed."""
     key = await asyncio.to_thread(keys.by_secret, secret.strip())
     if key is None:
         return "That is not a known API key. Ask your operator for one (turnkit keys create)."
@@ -112,7 +132,7 @@ async def sign_in_with_key(
     until = time.time() + SESSION_SECONDS
     if key.expires_at is not None:
         until = min(until, time.time() + max(0.0, key.expires_at - now))
-    token = await asyncio.to_thread(keys.open_session, key.id, until)
+    token = await asyncio.to_thread(keys.open_session, key.id, until, idle=idle)
     _cookie(request, response, SESSION_COOKIE, token, max_age=int(until - time.time()))
     return ""
 

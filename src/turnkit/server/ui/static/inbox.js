@@ -1,5 +1,7 @@
 // The inbox without a reload: the expiry countdowns tick, and a confirmation decided elsewhere
 // (another tab, the command line, REST, another process) leaves the list within two seconds.
+// The poll is not a use of the sign-in: a tab left open does not keep it alive past its idle
+// timeout, and the page says so when it has ended.
 // Everything here is optional: the forms work without it.
 (function () {
   "use strict";
@@ -23,9 +25,16 @@
     var ids = Array.prototype.map.call(shown, function (a) { return a.dataset.id; });
     fetch(root + "/pending.json?ids=" + encodeURIComponent(ids.join(",")),
           { credentials: "same-origin", cache: "no-store" })
-      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (r) { return r.status === 401 ? { signed_in: false } : r.ok ? r.json() : null; })
       .then(function (body) {
-        if (!body || !body.signed_in) return;
+        if (!body) return;
+        if (!body.signed_in) {  // the sign-in ended: unused too long, signed out, key revoked
+          var ended = document.getElementById("live");
+          ended.hidden = false;
+          ended.textContent = "Your sign-in has ended (unused for a while, or signed out" +
+            " elsewhere). Sign in again to decide.";
+          return;
+        }
         var still = new Set(body.ids);
         var gone = 0;
         shown.forEach(function (article) {

@@ -1,0 +1,40 @@
+"""What is wrong with a request's bearer key, said once for REST and MCP.
+
+Both answer a refused bearer with 401 and an RFC 6750 challenge whose ``error_description``
+says why — no key sent, not a known key, revoked (when), expired (when) — and what to do, so a
+client (the MCP SDK's, curl, a browser's network tab) can show it to the person holding the key.
+The key is looked up in the ledger on every request: a revocation holds at the next request in
+every process.
+"""
+
+from __future__ import annotations
+
+from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+
+__all__ = ["NO_KEY", "UNKNOWN_KEY", "challenge", "usable_key"]
+
+NO_KEY = "send an API key: 'Authorization: Bearer tk_...' (make one with turnkit keys create)"
+"""Why a request without a bearer is refused."""
+UNKNOWN_KEY = "the bearer is not a known API key; use a key made with turnkit keys create"
+"""Why a bearer no key in the ledger has is refused (a typo, or another server's key)."""
+_RENEW = "; make a new key with turnkit keys create"
+
+
+async def usable_key(keys: ApiKeys, secret: str, now: float) -> ApiKey | str:
+    """The key ``secret`` names if it may be used at ``now``; else why not (for a 401)."""
+    key = await keys.aby_secret(secret)
+    if key is None:
+        return UNKNOWN_KEY
+    refused = key.refused(now)
+    return key if refused is None else refused + _RENEW
+
+
+def challenge(description: str) -> str:
+    """The ``WWW-Authenticate`` value refusing a bearer because of ``description``.
+
+    Example:
+        >>> challenge('the key key_1 "expired"')
+        'Bearer error="invalid_token", error_description="the key key_1 ?expired?"'
+    """
+    said = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in description)
+    return f'Bearer error="invalid_token", error_description="{said[:500]}"'
