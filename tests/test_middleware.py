@@ -156,6 +156,39 @@ def test_an_edit_that_breaks_the_schema_or_a_call_left_out_is_asked_again_at_onc
     model.assert_done()
 
 
+def test_more_decisions_than_action_requests_with_nothing_decided_since_are_refused(agents, shop):
+    """As on the turn graph: both held calls still wait, so three decisions for the two action
+    requests are a wrong count; nothing is decided, and the right answer is taken next."""
+    model = ScriptedModel([{"tool_calls": [SET, DELETE]}, "Done."])
+    agents.send(model, GO, ALICE)
+    approve, reject = {"type": "approve"}, {"type": "reject", "message": "Keep it."}
+    with pytest.raises(ResumeError, match=r"3 decisions for 2 held calls \['shop_set_prices'"):
+        agents.send(model, Command(resume={"decisions": [approve, reject, approve]}), ALICE)
+    assert shop.writes() == []
+    assert len(agents.executor(agents.ledger).pending()) == 2
+    done = agents.send(model, Command(resume={"decisions": [approve, reject]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices"]
+    model.assert_done()
+
+
+def test_decisions_for_a_round_that_shrank_since_the_person_was_asked_ask_again(agents, shop):
+    """One of the two held calls was decided elsewhere between the interrupt and the answer:
+    the positions no longer say whose decision is whose, so the other is asked about again."""
+    model = ScriptedModel([{"tool_calls": [SET, DELETE]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    first, second = (c["confirmation_id"] for c in paused.interrupts[0].value["confirmations"])
+    agents.executor(agents.ledger).confirm(first, Caller.session("alice"), Decision.approve())
+    rendered = {"decisions": [{"type": "approve"}, {"type": "reject", "message": "Keep it."}]}
+    again = agents.send(model, Command(resume=rendered), ALICE)
+    (interrupt,) = again.interrupts
+    assert [c["confirmation_id"] for c in interrupt.value["confirmations"]] == [second]
+    done = agents.send(model, Command(resume={"decisions": [{"type": "approve"}]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices", "delete_product"]
+    model.assert_done()
+
+
 def test_an_edit_of_another_tool_is_refused_and_nothing_is_decided(agents, shop):
     model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
     paused = agents.send(model, GO, ALICE)

@@ -66,15 +66,19 @@ def resume_schema(ids: tuple[str, ...], asked: tuple[Asked, ...] = ()) -> type[R
     """The resume value for ``ids``: a map from some of those ids to a decision, or an
     ``HITLResponse`` with one decision per ``asked`` call, in their order.
 
-    An id that is not held in the thread is refused with a message naming the held ones.
+    An id that is not held in the thread is refused with a message naming the held ones. An
+    ``HITLResponse`` with more decisions than ``asked`` is stale (``StaleDecisions``) only when
+    calls of ``ids`` that are not asked (settled since) could account for the extra ones; else
+    it is a wrong count.
     """
+    settled = len(ids) - len(asked)
 
     class Decisions(RootModel[dict[str, Decision]]):
         @model_validator(mode="before")
         @classmethod
         def _held_ids_only(cls, value: Any) -> Any:
             if is_response(value):
-                return hitl_decisions(value, asked)
+                return hitl_decisions(value, asked, settled)
             if not isinstance(value, dict):
                 raise ValueError(
                     f"the resume value must map confirmation ids to decisions, got"
