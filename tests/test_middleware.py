@@ -88,6 +88,33 @@ def test_schema_violations_are_listed_for_the_model(agents):
     }
 
 
+def deep(depth: int) -> dict:
+    value: dict = {"a": 1}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("sent", ["parsed", "text"])
+def test_arguments_nested_ten_thousand_deep_are_invalid_input_and_the_run_goes_on(
+    agents, shop, sent
+):
+    """As on the turn graph: ``json.dumps`` and ``repr`` overflow on them, the answer does not."""
+    if sent == "parsed":
+        step = {"tool_calls": [{"name": "shop_list_products", "args": deep(10_000), "id": "d"}]}
+    else:
+        text = '{"a": ' * 10_000 + "1" + "}" * 10_000
+        step = {"invalid_tool_calls": [{"name": "shop_list_products", "args": text, "id": "d"}]}
+    model = ScriptedModel([step, "Sorry."])
+    done = agents.send(model, GO, BOB)
+    assert done.messages[-1].content == "Sorry."
+    error = results(done.messages)["d"]["error"]
+    assert error["code"] == "invalid_input"
+    assert "nests deeper than 64 levels" in error["message"]
+    assert shop.reads == 0
+    model.assert_done()
+
+
 def test_a_reply_with_only_unparseable_calls_goes_back_to_the_model(agents):
     model = ScriptedModel(
         [{"invalid_tool_calls": [{"name": "shop_set_prices", "args": "{", "id": "j"}]}, "Sorry."]
@@ -197,6 +224,23 @@ def test_an_edit_of_another_tool_is_refused_and_nothing_is_decided(agents, shop)
         agents.send(
             model, Command(resume={"decisions": [{"type": "edit", "edited_action": other}]}), ALICE
         )
+    assert shop.writes() == []
+    (held,) = paused.interrupts[0].value["confirmations"]
+    done = agents.send(model, Command(resume={held["confirmation_id"]: "approve"}), ALICE)
+    assert done.interrupts == []
+    assert len(shop.writes()) == 1
+
+
+@pytest.mark.parametrize("where", ["edit", "entry"])
+def test_a_resume_value_nested_ten_thousand_deep_is_refused_and_nothing_is_decided(
+    agents, shop, where
+):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    edited = {"name": "shop_set_prices", "args": {"prices": deep(10_000)}}
+    entry = {"type": "edit", "edited_action": edited} if where == "edit" else [deep(10_000)]
+    with pytest.raises(ResumeError, match="the resume value is not plain JSON within the limits"):
+        agents.send(model, Command(resume={"decisions": [entry]}), ALICE)
     assert shop.writes() == []
     (held,) = paused.interrupts[0].value["confirmations"]
     done = agents.send(model, Command(resume={held["confirmation_id"]: "approve"}), ALICE)

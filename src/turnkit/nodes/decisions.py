@@ -77,6 +77,9 @@ def resume_schema(ids: tuple[str, ...], asked: tuple[Asked, ...] = ()) -> type[R
         @model_validator(mode="before")
         @classmethod
         def _held_ids_only(cls, value: Any) -> Any:
+            problem = json_problem(value, max_depth=_nesting(value), other=_stored)
+            if problem is not None:  # read no further: repr and json.dumps overflow on it
+                raise ValueError(f"the resume value is not plain JSON within the limits: {problem}")
             if is_response(value):
                 return hitl_decisions(value, asked, settled)
             if not isinstance(value, dict):
@@ -95,8 +98,21 @@ def resume_schema(ids: tuple[str, ...], asked: tuple[Asked, ...] = ()) -> type[R
 def unstorable(value: Any) -> list[str]:
     """Why a resume value cannot be kept (LangGraph stores it before any node runs, so a value
     beyond turnkit's JSON limits fails there, with a bare ``TypeError``): one line per problem."""
-    problem = json_problem(value, max_depth=MAX_DEPTH + 3)  # {id: {"arguments": {...}}}
+    problem = json_problem(value, max_depth=_nesting(value))
     return [] if problem is None else [f"the value is not plain JSON within the limits: {problem}"]
+
+
+def _nesting(value: Any) -> int:
+    """How deep a resume value may nest: an edit's arguments, up to ``MAX_DEPTH`` levels, sit at
+    level 3 of ``{id: {"arguments": {...}}}`` and at level 5 of an ``HITLResponse``
+    (``{"decisions": [{"edited_action": {"args": {...}}}]}``); one level to spare."""
+    return MAX_DEPTH + (5 if is_response(value) else 3)
+
+
+def _stored(value: object) -> str | None:
+    """Any other object LangGraph stored in a resume value (a ``Decision``) is the schema's to
+    judge: only its containers are walked."""
+    return None
 
 
 def refusals(error: ValidationError) -> list[str]:
