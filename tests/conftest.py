@@ -3,11 +3,19 @@
 The ``ledger_url`` fixture runs a test once on a SQLite file and once on PostgreSQL. PostgreSQL
 comes from ``TURNKIT_TEST_POSTGRES_URL`` (``.ci/run`` starts a server and sets it); without it the
 PostgreSQL half is skipped locally and **fails** in CI (``CI`` set), where it is mandatory.
+
+An ERROR (or worse) logged by ``turnkit`` or ``turnkit.*`` fails the test that was running when it
+was logged (its setup, body or teardown, in any thread of this process), unless the test declared
+it: ``expect_errors(pattern, ...)``, each of which must then be logged. One logged while no test
+runs (a thread outliving its test, a module fixture's teardown) fails the run, named in the
+summary with the test that ran last. Logs of subprocesses are not seen.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -43,8 +51,108 @@ def postgres_url() -> str:
     return f"{base}{separator}options=-csearch_path%3D{schema}"
 
 
+class ErrorLogs(logging.Handler):
+    """Every record at ERROR or above from turnkit's loggers (``turnkit``, ``turnkit.*``), kept
+    for the test that ran when it was logged (its setup, body and teardown, in any thread), or
+    as a stray when none ran (a thread logging after its test ended)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.test: list[logging.LogRecord] | None = None
+        """The records of the test running now; None between tests."""
+        self.last = "(before the first test)"
+        """The id of the test that ran last: strays are most likely its."""
+        self.strays: list[tuple[str, logging.LogRecord]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kept = self.test
+        if kept is not None:
+            kept.append(record)
+        else:
+            self.strays.append((self.last, record))
+
+
+ERROR_LOGS = ErrorLogs()
+logging.getLogger("turnkit").addHandler(ERROR_LOGS)
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+def _said(record: logging.LogRecord) -> str:
+    """A record as ``expect_errors`` patterns match it: logger, message and exception."""
+    text = f"{record.name}: {record.getMessage()}"
+    if record.exc_info and record.exc_info[1] is not None:
+        error = record.exc_info[1]
+        text += f" [{type(error).__name__}: {error}]"
+    return text
+
+
+class ExpectedErrors:
+    """The ERROR records a test says it causes (``expect_errors(pattern, ...)``)."""
+
+    def __init__(self) -> None:
+        self.patterns: list[re.Pattern[str]] = []
+
+    def __call__(self, *patterns: str) -> None:
+        """Declare that turnkit logs, during this test, at least one ERROR matching each of
+        ``patterns`` (``re.search`` on ``"<logger>: <message> [<exception>]"``); any other is
+        still a failure."""
+        self.patterns += [re.compile(pattern) for pattern in patterns]
+
+    def problems(self, records: list[logging.LogRecord]) -> list[str]:
+        """What is wrong with ``records``: unexpected ones, and expected ones never logged."""
+        said = [_said(record) for record in records]
+        found = [f"unexpected: {text}" for text in said
+                 if not any(p.search(text) for p in self.patterns)]  # fmt: skip
+        found += [f"expected, never logged: an ERROR matching {p.pattern!r}"
+                  for p in self.patterns if not any(p.search(text) for text in said)]  # fmt: skip
+        return found
+
+
+@pytest.fixture
+def expect_errors(turnkit_error_logs: ExpectedErrors) -> ExpectedErrors:
+    """``expect_errors(pattern, ...)``: this test makes turnkit log those ERROR records on
+    purpose (a failing handler, a failing cost function); each must happen."""
+    return turnkit_error_logs
+
+
+@pytest.fixture(autouse=True)
+def turnkit_error_logs(request: pytest.FixtureRequest) -> Iterator[ExpectedErrors]:
+    """Fails the test when turnkit logs an ERROR (or worse) during it, unless it declared it
+    with ``expect_errors``. Set up before and torn down after the test's other fixtures of its
+    scope, so their teardown counts too; a test that failed otherwise is not failed again."""
+    expected, records = ExpectedErrors(), []
+    ERROR_LOGS.test = records
+    try:
+        yield expected
+    finally:
+        ERROR_LOGS.test, ERROR_LOGS.last = None, request.node.nodeid
+    reports = request.node.stash.get(_REPORTS, {})
+    if any(report.failed for report in reports.values()):
+        return
+    problems = expected.problems(records)
+    if problems:
+        pytest.fail("turnkit logged ERROR records:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Keep each phase's report, for ``turnkit_error_logs`` to see whether the test failed."""
+    report = yield
+    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """ERROR records logged while no test ran fail the run (listed in the summary)."""
+    if ERROR_LOGS.strays and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    """One line per reason the run skipped tests, with how many (not one line per test)."""
+    """One line per reason the run skipped tests, with how many (not one line per test); the
+    ERROR records turnkit logged while no test ran, with the test that ran last."""
+    for last, record in ERROR_LOGS.strays:
+        terminalreporter.write_line(f"turnkit logged an ERROR after {last} ended: {_said(record)}")
     reasons: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import multiprocessing
 import threading
 import uuid
@@ -679,6 +680,40 @@ def test_get_messages_after_a_timeout_is_a_history_a_model_accepts():
         release.set()
         kinds = [type(m).__name__ for m in agent.get_messages()]
         assert kinds == ["HumanMessage", "AIMessage", "ToolMessage"]
+
+
+def _recorders_end() -> None:
+    """Wait (bounded) for every thread that records a cancelled call's outcome to end."""
+    for thread in [t for t in threading.enumerate() if t.name == "turnkit-record"]:
+        thread.join(WAIT)
+        assert not thread.is_alive(), "a cancelled call's outcome is still being recorded"
+
+
+@pytest.mark.parametrize("ends", ["before-close", "after-close"])
+def test_an_agent_closed_while_a_cancelled_call_records_its_outcome_logs_no_error(caplog, ends):
+    """The agent's executor is closed before its ledger: a handler that ended by then has its
+    outcome recorded first; one still running is told not to record it (a warning), never left
+    to fail on a closed database."""
+    release = threading.Event()
+
+    @tool
+    def slow_lookup(city: str) -> str:
+        "Look up slowly."
+        release.wait(WAIT)
+        return city
+
+    agent = Agent(ScriptedModel([calls(("slow_lookup", {"city": "Lisbon"}))]), tools=[slow_lookup])
+    with pytest.raises(AgentTimeout):
+        agent.prompt("Lisbon?", timeout=0.3)
+    if ends == "before-close":
+        release.set()
+    agent.close()
+    release.set()
+    _recorders_end()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    if ends == "after-close":
+        assert "'local.slow_lookup'" in caplog.text
+        assert "its outcome is not recorded" in caplog.text
 
 
 def test_an_edit_no_checkpoint_can_store_is_refused_before_it_reaches_langgraph():

@@ -371,6 +371,22 @@ def test_the_server_refuses_a_tool_call_without_its_answer(server):
     server.errors.clear()
 
 
+@pytest.mark.parametrize("streams", [False, True], ids=["invoked", "streamed"])
+def test_arguments_nested_ten_thousand_deep_are_answered_as_beyond_the_limits(
+    server, model, streaming_model, executor, shop, streams
+):
+    """ChatOpenAI cannot parse such text (its parser overflows) and leaves it unparsed: the
+    model is told the limit it broke, not that its JSON was invalid, and nothing runs."""
+    text = '{"limit": ' + '{"a": ' * 10_000 + "1" + "}" * 10_001
+    server.script(reply(tool_calls=[call("shop_list_products", text, id="call_deep")]), "Sorry.")
+    with Agent(streaming_model if streams else model, executor=executor, caller=READER) as agent:
+        assert agent.prompt("List the products.").content == "Sorry."
+    answer = json.loads(tool_contents(server.requests[1])["call_deep"])
+    assert answer["error"]["code"] == "invalid_input"
+    assert "nests deeper than 64 levels" in answer["error"]["message"]
+    assert shop.reads == 0
+
+
 def test_after_a_timeout_the_next_request_is_one_openai_accepts(server, model):
     """A turn cancelled inside a tool leaves no unanswered tool call in what is sent next."""
 

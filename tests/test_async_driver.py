@@ -207,6 +207,48 @@ async def test_a_run_cancelled_while_its_sync_handler_runs_still_records_the_out
     assert runs == [1]
 
 
+async def test_an_executor_closed_while_a_cancelled_calls_handler_runs_leaves_its_ledger(caplog):
+    """Once ``close`` returns, the ledger's owner may close it: the handler, ending afterwards,
+    has its outcome not recorded (a warning says which call). It used to be recorded then,
+    on a ledger that may be closed by then (an ``Agent`` closing its own executor's memory
+    ledger got ``ProgrammingError: Cannot operate on a closed database`` logged)."""
+    from turnkit.registry.ledger import MemoryLedger
+
+    ledger = MemoryLedger()  # the steps stay on the loop: a thread records the outcome
+    started, go_on = threading.Event(), threading.Event()
+
+    def slow(input: dict, ctx: Any) -> dict:
+        started.set()
+        go_on.wait(5)
+        return {"thing": 1}
+
+    class Slow(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": slow}]
+
+    executor = Executor(Registry([Slow()]), ledger=ledger, permissions=lambda c: {"lab.view"})
+    alice = Caller.session("alice")
+    task = asyncio.create_task(
+        executor.aexecute(alice, "lab.get_thing", {}, {"idempotency_key": "k"})
+    )
+    assert await asyncio.to_thread(started.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    executor.close()
+    go_on.set()
+    for thread in [t for t in threading.enumerate() if t.name == "turnkit-record"]:
+        await asyncio.to_thread(thread.join, 5)
+        assert not thread.is_alive()
+    record = ledger.get_idempotency(alice.identity, "lab.get_thing", "k")
+    assert record is not None
+    assert record.state == "running"  # a repeat waits, then gets outcome_unknown
+    assert ledger.audit_rows() == []
+    assert "'lab.get_thing' (call " in caplog.text
+    assert "its outcome is not recorded" in caplog.text
+    ledger.close()
+
+
 class _Queued:
     """An executor with one handler thread, held busy by a first call until ``release()``; a
     second call made with ``queue`` waits in the pool's queue behind it."""
@@ -292,9 +334,12 @@ async def test_a_call_whose_handler_cannot_be_handed_over_releases_its_key(any_l
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
-async def test_a_handler_failing_after_its_run_stopped_waiting_is_reported_once(any_ledger, how):
+async def test_a_handler_failing_after_its_run_stopped_waiting_is_reported_once(
+    any_ledger, how, expect_errors
+):
     """A sync handler that fails after its run timed out (or was cancelled) is recorded by the
     steps; asyncio does not report it again as an exception nobody retrieved."""
+    expect_errors("'lab.get_thing': handler ran longer than 0.1 s")  # the timeout it reports once
     import gc
 
     from turnkit import Settings

@@ -245,8 +245,11 @@ def test_set_prices_the_last_price_of_a_repeated_sku_wins(executor, db, key):
     assert price_of(db, "TEA-0002") == 2
 
 
-def test_set_prices_is_one_transaction(executor, db, key):
+def test_set_prices_is_one_transaction(executor, db, key, expect_errors):
     """A failure part-way leaves every price as it was."""
+    expect_errors(
+        "tool 'catalogue.set_prices' raised .*IntegrityError: cocoa is frozen"
+    )  # the write fails on purpose
     catalogue_of(executor).setup()
     with connect(db) as conn:
         conn.execute(

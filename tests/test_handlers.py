@@ -123,7 +123,12 @@ def raiser(exc: BaseException) -> Callable[[dict, Any], Any]:
 # --- a handler that raises --------------------------------------------------------------------
 
 
-def test_a_handler_that_raises_answers_a_generic_internal_error(lab, lab_key, caplog):
+def test_a_handler_that_raises_answers_a_generic_internal_error(
+    lab, lab_key, caplog, expect_errors
+):
+    expect_errors(
+        "tool 'lab.run_boom' raised"
+    )  # the handler fails on purpose: its detail goes to the log
     executor = lab(tool("lab.run_boom", raiser(RuntimeError("db password is hunter2"))))
     with caplog.at_level(logging.ERROR, logger="turnkit.executor"):
         answer = executor.execute(lab_key, "lab.run_boom", {})
@@ -145,7 +150,13 @@ def test_a_handler_that_raises_answers_a_generic_internal_error(lab, lab_key, ca
     assert "hunter2" in caplog.text
 
 
-async def test_an_async_handler_that_raises_answers_a_generic_internal_error(lab, lab_key, caplog):
+async def test_an_async_handler_that_raises_answers_a_generic_internal_error(
+    lab, lab_key, caplog, expect_errors
+):
+    expect_errors(
+        "tool 'lab.run_boom' raised"
+    )  # the handler fails on purpose: its detail goes to the log
+
     async def boom(input: dict, ctx: Any) -> Any:
         await asyncio.sleep(0)
         raise KeyError("secret-row-17")
@@ -200,7 +211,8 @@ async def test_an_interrupt_before_the_handler_releases_the_key_on_both_paths(la
         assert executor.ledger.get_idempotency(lab_key.identity, "lab.run_boom", key) is None
 
 
-def test_a_long_exception_message_is_cut_in_the_audit_row(lab, lab_key):
+def test_a_long_exception_message_is_cut_in_the_audit_row(lab, lab_key, expect_errors):
+    expect_errors("tool 'lab.run_boom' raised")  # the handler fails on purpose
     executor = lab(tool("lab.run_boom", raiser(ValueError("x" * 100_000))))
     assert_error(executor.execute(lab_key, "lab.run_boom", {}), "internal_error")
     detail = only_audit_row(executor)["detail"]
@@ -211,7 +223,10 @@ def test_a_long_exception_message_is_cut_in_the_audit_row(lab, lab_key):
 # --- a handler that hangs ---------------------------------------------------------------------
 
 
-def test_a_sync_handler_that_hangs_answers_timeout_through_execute(lab, lab_key, release):
+def test_a_sync_handler_that_hangs_answers_timeout_through_execute(
+    lab, lab_key, release, expect_errors
+):
+    expect_errors("'lab.run_hang': handler ran longer than 0.2 s")  # a timeout is logged
     started = threading.Event()
 
     def hang(input: dict, ctx: Any) -> dict:
@@ -235,7 +250,10 @@ def test_a_sync_handler_that_hangs_answers_timeout_through_execute(lab, lab_key,
     assert "0.2" in row["detail"]
 
 
-async def test_a_sync_handler_that_hangs_answers_timeout_through_aexecute(lab, lab_key, release):
+async def test_a_sync_handler_that_hangs_answers_timeout_through_aexecute(
+    lab, lab_key, release, expect_errors
+):
+    expect_errors("'lab.run_hang': handler ran longer than 0.2 s")  # a timeout is logged
     started = threading.Event()
 
     def hang(input: dict, ctx: Any) -> dict:
@@ -252,7 +270,10 @@ async def test_a_sync_handler_that_hangs_answers_timeout_through_aexecute(lab, l
     assert only_audit_row(executor)["code"] == "timeout"
 
 
-async def test_an_async_handler_that_hangs_answers_timeout_through_aexecute(lab, lab_key):
+async def test_an_async_handler_that_hangs_answers_timeout_through_aexecute(
+    lab, lab_key, expect_errors
+):
+    expect_errors("'lab.run_hang': handler ran longer than 0.2 s")  # a timeout is logged
     seen: list[str] = []
 
     async def hang(input: dict, ctx: Any) -> dict:
@@ -275,7 +296,9 @@ async def test_an_async_handler_that_hangs_answers_timeout_through_aexecute(lab,
     assert (row["code"], row["detail"]) == ("timeout", "handler ran longer than 0.2 s")
 
 
-async def test_an_async_sleep_forever_is_cancelled_at_the_timeout(lab, lab_key):
+async def test_an_async_sleep_forever_is_cancelled_at_the_timeout(lab, lab_key, expect_errors):
+    expect_errors("'lab.run_sleep': handler ran longer than 0.2 s")  # a timeout is logged
+
     async def sleep_forever(input: dict, ctx: Any) -> dict:
         await asyncio.sleep(math.inf)
         return {}
@@ -285,7 +308,11 @@ async def test_an_async_sleep_forever_is_cancelled_at_the_timeout(lab, lab_key):
     assert only_audit_row(executor)["code"] == "timeout"
 
 
-def test_a_callable_returning_a_coroutine_times_out_through_execute(lab, lab_key, release):
+def test_a_callable_returning_a_coroutine_times_out_through_execute(
+    lab, lab_key, release, expect_errors
+):
+    expect_errors("'lab.run_slow': handler ran longer than 0.2 s")  # a timeout is logged
+
     class Slow:
         async def __call__(self, input: dict, ctx: Any) -> dict:
             release.wait(1.0)  # ends by itself well after the 0.2 s timeout
@@ -296,7 +323,13 @@ def test_a_callable_returning_a_coroutine_times_out_through_execute(lab, lab_key
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-async def test_a_handler_raising_timeout_error_is_an_internal_error(lab, lab_key, kind):
+async def test_a_handler_raising_timeout_error_is_an_internal_error(
+    lab, lab_key, kind, expect_errors
+):
+    expect_errors(
+        "tool 'lab.run_upstream' raised .*TimeoutError: upstream"
+    )  # the handler fails on purpose
+
     async def async_raise(input: dict, ctx: Any) -> Any:
         raise TimeoutError("upstream socket timed out")
 
@@ -325,7 +358,12 @@ async def test_a_handler_raising_timeout_error_is_an_internal_error(lab, lab_key
     ],
     ids=["object", "set", "nan", "inf-in-list", "bytes", "nested-object"],
 )
-def test_a_handler_returning_non_json_answers_internal_error(lab, lab_key, caplog, result, reason):
+def test_a_handler_returning_non_json_answers_internal_error(
+    lab, lab_key, caplog, result, reason, expect_errors
+):
+    expect_errors(
+        "'lab.get_odd': handler returned a value that is not JSON"
+    )  # a handler's bug is logged
     executor = lab(tool("lab.get_odd", lambda input, ctx: result))
     with caplog.at_level(logging.ERROR, logger="turnkit.executor"):
         answer = executor.execute(lab_key, "lab.get_odd", {})
@@ -337,7 +375,13 @@ def test_a_handler_returning_non_json_answers_internal_error(lab, lab_key, caplo
     assert "not JSON" in caplog.text
 
 
-async def test_a_non_json_result_through_aexecute_answers_internal_error(lab, lab_key):
+async def test_a_non_json_result_through_aexecute_answers_internal_error(
+    lab, lab_key, expect_errors
+):
+    expect_errors(
+        "'lab.get_odd': handler returned a value that is not JSON"
+    )  # a handler's bug is logged
+
     async def odd(input: dict, ctx: Any) -> Any:
         return {"tags": {"a", "b"}}
 
@@ -359,7 +403,12 @@ OUTPUT_SCHEMA = {
     [{"count": "three"}, {}, {"count": -1}, {"count": 1, "extra": True}, [1, 2], None],
     ids=["wrong-type", "missing", "below-minimum", "extra-field", "array", "null"],
 )
-def test_a_result_breaking_output_schema_answers_internal_error(lab, lab_key, caplog, result):
+def test_a_result_breaking_output_schema_answers_internal_error(
+    lab, lab_key, caplog, result, expect_errors
+):
+    expect_errors(
+        "bug in tool 'lab.get_count': result breaks output_schema"
+    )  # a handler's bug is logged
     executor = lab(tool("lab.get_count", lambda input, ctx: result, output_schema=OUTPUT_SCHEMA))
     with caplog.at_level(logging.ERROR, logger="turnkit.executor"):
         answer = executor.execute(lab_key, "lab.get_count", {})
@@ -507,7 +556,8 @@ def test_the_context_permissions_are_read_when_the_call_runs(lab, lab_key, right
     ]
 
 
-async def test_the_context_call_id_is_the_one_in_the_internal_error(lab, lab_key):
+async def test_the_context_call_id_is_the_one_in_the_internal_error(lab, lab_key, expect_errors):
+    expect_errors("tool 'lab.run_boom' raised")  # the handler fails on purpose
     seen: list[str] = []
 
     def boom(input: dict, ctx: CallContext) -> dict:
@@ -527,7 +577,10 @@ async def test_the_context_call_id_is_the_one_in_the_internal_error(lab, lab_key
 # --- idempotency and a failing handler --------------------------------------------------------
 
 
-def test_a_handler_that_raises_under_an_idempotency_key_is_replayed_not_rerun(lab, lab_key):
+def test_a_handler_that_raises_under_an_idempotency_key_is_replayed_not_rerun(
+    lab, lab_key, expect_errors
+):
+    expect_errors("tool 'lab.set_thing' raised")  # the handler fails on purpose
     runs: list[dict] = []
 
     def boom(input: dict, ctx: Any) -> dict:
@@ -554,7 +607,10 @@ def test_a_handler_that_raises_under_an_idempotency_key_is_replayed_not_rerun(la
     assert details.count("RuntimeError: half-written") == 1
 
 
-async def test_an_async_handler_that_raises_under_a_key_is_replayed_through_aexecute(lab, lab_key):
+async def test_an_async_handler_that_raises_under_a_key_is_replayed_through_aexecute(
+    lab, lab_key, expect_errors
+):
+    expect_errors("tool 'lab.set_thing' raised")  # the handler fails on purpose
     runs: list[int] = []
 
     async def boom(input: dict, ctx: Any) -> dict:
@@ -570,7 +626,10 @@ async def test_an_async_handler_that_raises_under_a_key_is_replayed_through_aexe
     assert runs == [1]
 
 
-def test_a_timed_out_call_under_an_idempotency_key_is_replayed_not_rerun(lab, lab_key, release):
+def test_a_timed_out_call_under_an_idempotency_key_is_replayed_not_rerun(
+    lab, lab_key, release, expect_errors
+):
+    expect_errors("'lab.set_slow': handler ran longer than 0.2 s")  # a timeout is logged
     runs: list[int] = []
 
     def hang(input: dict, ctx: Any) -> dict:
@@ -590,13 +649,17 @@ def test_a_timed_out_call_under_an_idempotency_key_is_replayed_not_rerun(lab, la
 # --- failures while recording the outcome -----------------------------------------------------
 
 
-def test_an_exception_message_with_a_lone_surrogate_still_answers(lab, lab_key):
+def test_an_exception_message_with_a_lone_surrogate_still_answers(lab, lab_key, expect_errors):
+    expect_errors("tool 'lab.run_boom' raised")  # the handler fails on purpose
     executor = lab(tool("lab.run_boom", raiser(ValueError("bad byte \udc80"))))
     assert_error(executor.execute(lab_key, "lab.run_boom", {}), "internal_error")
     assert len(executor.ledger.audit_rows()) == 1
 
 
-def test_an_exception_message_with_a_nul_character_still_answers(lab, lab_key, request):
+def test_an_exception_message_with_a_nul_character_still_answers(
+    lab, lab_key, request, expect_errors
+):
+    expect_errors("tool 'lab.run_boom' raised")  # the handler fails on purpose
     executor = lab(tool("lab.run_boom", raiser(ValueError("bad byte \x00"))))
     assert_error(executor.execute(lab_key, "lab.run_boom", {}), "internal_error")
     assert len(executor.ledger.audit_rows()) == 1

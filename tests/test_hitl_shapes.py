@@ -154,6 +154,41 @@ def test_agent_inbox_answering_one_of_two_held_calls_is_refused_clearly(turns, s
     assert len(turns.checks.pending()) == 2
 
 
+@pytest.mark.parametrize("extra", [1, 2], ids=["three-for-two", "four-for-two"])
+def test_more_decisions_than_action_requests_with_nothing_decided_since_are_refused(
+    turns, shop, extra
+):
+    """Both held calls are still waiting, so the person was asked about exactly these two: a
+    longer list is a wrong count, refused as a shorter one is, and nothing is decided."""
+    model, _ = hold_both(turns)
+    approve, reject = {"type": "approve"}, {"type": "reject", "message": "Keep it."}
+    too_many = {"decisions": [approve, reject, *[approve] * extra]}
+    with pytest.raises(ResumeError) as refused:
+        turns.send(model, Command(resume=too_many), ALICE)
+    assert f"{2 + extra} decisions for 2 held calls ['shop_set_prices', 'shop_delete_product']" in (
+        str(refused.value)
+    )
+    assert shop.writes() == []
+    assert len(turns.checks.pending()) == 2
+    done = turns.send(model, Command(resume={"decisions": [approve, reject]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices"]
+    model.assert_done()
+
+
+def test_more_decisions_than_calls_ever_held_are_refused_even_after_one_was_decided(turns, shop):
+    """One of the two held calls was decided elsewhere, but three decisions cannot answer a
+    round that never held more than two calls: refused, never asked again silently."""
+    model, outcome = hold_both(turns)
+    first, _ = (c["confirmation_id"] for c in outcome.interrupts[0].value["confirmations"])
+    turns.checks.confirm(first, Caller.session("alice"), "approve")
+    three = {"decisions": [{"type": "approve"}] * 3}
+    with pytest.raises(ResumeError, match="3 decisions for 1 held calls"):
+        turns.send(model, Command(resume=three), ALICE)
+    assert [w["tool"] for w in shop.writes()] == ["set_prices"]
+    assert len(turns.checks.pending()) == 1
+
+
 def test_decisions_for_a_round_that_shrank_since_the_person_was_asked_ask_again(turns, shop):
     """Agent Chat UI answers the two requests it rendered, but one was decided elsewhere in the
     meantime: the positions no longer say which decision is whose, so the remaining call is

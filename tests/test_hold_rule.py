@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnkit import Caller, Tool
@@ -18,13 +18,13 @@ from turnkit.registry.context import CallContext
 from turnkit.registry.settings import Settings
 
 
+def _broken_check(value: dict, ctx: CallContext) -> bool:
+    raise RuntimeError("broken check")
+
+
 def _danger(kind: str) -> Any:
     if kind == "raises":
-
-        def check(value: dict, ctx: CallContext) -> bool:
-            raise RuntimeError("broken check")
-
-        return check
+        return _broken_check
     return {"none": None, "always": "always", "yes": lambda v, c: True, "no": lambda v, c: False}[
         kind
     ]
@@ -89,6 +89,7 @@ def test_only_a_read_without_danger_is_never_held():
     assert not tool().never_held  # a write
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # see the body
 @given(
     tool=_tools,
     caller=_callers,
@@ -97,11 +98,15 @@ def test_only_a_read_without_danger_is_never_held():
     operator=st.booleans(),
 )
 def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(
-    tool, caller, items, batch, operator
+    tool, caller, items, batch, operator, expect_errors
 ):
     """DESIGN's step 7 and §12: a session's write, a danger that holds, or the batch rule (an
     admin write whose longest list is over the setting) — the batch rule whatever the danger
     check — or, when the operator sets ``hold_key_writes``, every write of a key."""
+    # the broken check's failure is logged: each input that draws it says so (the fixture is
+    # not reset between inputs, so the declarations add up, as meant)
+    if tool.danger is _broken_check:
+        expect_errors("danger check of 'lab.do_thing' failed; holding the call")
     value = {"items": list(range(items))}
     ctx = _ctx(tool, caller, batch, operator)
     danger = tool.danger

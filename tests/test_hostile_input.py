@@ -381,23 +381,30 @@ def test_a_tool_name_with_a_lone_surrogate_is_not_found(executor, key):
 
 
 @pytest.mark.parametrize("field", ["idempotency_key", "confirm_token"])
-def test_a_control_string_with_a_lone_surrogate_does_not_raise(executor, key, shop, field):
+def test_a_control_string_with_a_lone_surrogate_is_invalid_input_and_writes_nothing(
+    executor, key, shop, field
+):
     answer = executor.execute(key, "shop.set_prices", prices(), {field: "k\udc80"})
-    assert answer["status"] in ("ok", "error")
-    assert len(executor.ledger.audit_rows()) == 1
+    error = assert_error(answer, "invalid_input")
+    assert f"{field!r} must be printable Unicode text" in error["message"]
+    assert shop.writes() == []
+    assert_audited(executor, "invalid_input")
 
 
 @pytest.mark.parametrize("where", ["name", "idempotency_key", "confirm_token"])
-def test_a_nul_character_in_a_name_or_control_string_does_not_raise(
-    executor, key, shop, where, request
+def test_a_nul_character_in_a_name_or_control_string_is_refused_and_writes_nothing(
+    executor, key, shop, where
 ):
     if where == "name":
         answer = executor.execute(key, "shop.\x00", prices())
         assert_error(answer, "not_found")
+        assert_audited(executor, "not_found")
     else:
         answer = executor.execute(key, "shop.set_prices", prices(), {where: "k\x00k"})
-        assert answer["status"] in ("ok", "error")
-    assert len(executor.ledger.audit_rows()) == 1
+        error = assert_error(answer, "invalid_input")
+        assert f"{where!r} must be printable Unicode text" in error["message"]
+        assert_audited(executor, "invalid_input")
+    assert shop.writes() == []
 
 
 # --- values that are not JSON -----------------------------------------------------------------

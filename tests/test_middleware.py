@@ -88,6 +88,33 @@ def test_schema_violations_are_listed_for_the_model(agents):
     }
 
 
+def deep(depth: int) -> dict:
+    value: dict = {"a": 1}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("sent", ["parsed", "text"])
+def test_arguments_nested_ten_thousand_deep_are_invalid_input_and_the_run_goes_on(
+    agents, shop, sent
+):
+    """As on the turn graph: ``json.dumps`` and ``repr`` overflow on them, the answer does not."""
+    if sent == "parsed":
+        step = {"tool_calls": [{"name": "shop_list_products", "args": deep(10_000), "id": "d"}]}
+    else:
+        text = '{"a": ' * 10_000 + "1" + "}" * 10_000
+        step = {"invalid_tool_calls": [{"name": "shop_list_products", "args": text, "id": "d"}]}
+    model = ScriptedModel([step, "Sorry."])
+    done = agents.send(model, GO, BOB)
+    assert done.messages[-1].content == "Sorry."
+    error = results(done.messages)["d"]["error"]
+    assert error["code"] == "invalid_input"
+    assert "nests deeper than 64 levels" in error["message"]
+    assert shop.reads == 0
+    model.assert_done()
+
+
 def test_a_reply_with_only_unparseable_calls_goes_back_to_the_model(agents):
     model = ScriptedModel(
         [{"invalid_tool_calls": [{"name": "shop_set_prices", "args": "{", "id": "j"}]}, "Sorry."]
@@ -156,6 +183,39 @@ def test_an_edit_that_breaks_the_schema_or_a_call_left_out_is_asked_again_at_onc
     model.assert_done()
 
 
+def test_more_decisions_than_action_requests_with_nothing_decided_since_are_refused(agents, shop):
+    """As on the turn graph: both held calls still wait, so three decisions for the two action
+    requests are a wrong count; nothing is decided, and the right answer is taken next."""
+    model = ScriptedModel([{"tool_calls": [SET, DELETE]}, "Done."])
+    agents.send(model, GO, ALICE)
+    approve, reject = {"type": "approve"}, {"type": "reject", "message": "Keep it."}
+    with pytest.raises(ResumeError, match=r"3 decisions for 2 held calls \['shop_set_prices'"):
+        agents.send(model, Command(resume={"decisions": [approve, reject, approve]}), ALICE)
+    assert shop.writes() == []
+    assert len(agents.executor(agents.ledger).pending()) == 2
+    done = agents.send(model, Command(resume={"decisions": [approve, reject]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices"]
+    model.assert_done()
+
+
+def test_decisions_for_a_round_that_shrank_since_the_person_was_asked_ask_again(agents, shop):
+    """One of the two held calls was decided elsewhere between the interrupt and the answer:
+    the positions no longer say whose decision is whose, so the other is asked about again."""
+    model = ScriptedModel([{"tool_calls": [SET, DELETE]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    first, second = (c["confirmation_id"] for c in paused.interrupts[0].value["confirmations"])
+    agents.executor(agents.ledger).confirm(first, Caller.session("alice"), Decision.approve())
+    rendered = {"decisions": [{"type": "approve"}, {"type": "reject", "message": "Keep it."}]}
+    again = agents.send(model, Command(resume=rendered), ALICE)
+    (interrupt,) = again.interrupts
+    assert [c["confirmation_id"] for c in interrupt.value["confirmations"]] == [second]
+    done = agents.send(model, Command(resume={"decisions": [{"type": "approve"}]}), ALICE)
+    assert done.interrupts == []
+    assert [w["tool"] for w in shop.writes()] == ["set_prices", "delete_product"]
+    model.assert_done()
+
+
 def test_an_edit_of_another_tool_is_refused_and_nothing_is_decided(agents, shop):
     model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
     paused = agents.send(model, GO, ALICE)
@@ -164,6 +224,23 @@ def test_an_edit_of_another_tool_is_refused_and_nothing_is_decided(agents, shop)
         agents.send(
             model, Command(resume={"decisions": [{"type": "edit", "edited_action": other}]}), ALICE
         )
+    assert shop.writes() == []
+    (held,) = paused.interrupts[0].value["confirmations"]
+    done = agents.send(model, Command(resume={held["confirmation_id"]: "approve"}), ALICE)
+    assert done.interrupts == []
+    assert len(shop.writes()) == 1
+
+
+@pytest.mark.parametrize("where", ["edit", "entry"])
+def test_a_resume_value_nested_ten_thousand_deep_is_refused_and_nothing_is_decided(
+    agents, shop, where
+):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    paused = agents.send(model, GO, ALICE)
+    edited = {"name": "shop_set_prices", "args": {"prices": deep(10_000)}}
+    entry = {"type": "edit", "edited_action": edited} if where == "edit" else [deep(10_000)]
+    with pytest.raises(ResumeError, match="the resume value is not plain JSON within the limits"):
+        agents.send(model, Command(resume={"decisions": [entry]}), ALICE)
     assert shop.writes() == []
     (held,) = paused.interrupts[0].value["confirmations"]
     done = agents.send(model, Command(resume={held["confirmation_id"]: "approve"}), ALICE)

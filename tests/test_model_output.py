@@ -87,6 +87,53 @@ def test_arguments_no_checkpointer_stores_are_answered_and_the_turn_goes_on(
     model.assert_done()
 
 
+def deep_text(depth: int) -> str:
+    """The JSON text of ``deep(depth)``, as a server sends a call's arguments."""
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+TEN_THOUSAND_DEEP = {
+    "parsed": {"tool_calls": [{"name": "shop_list_products", "args": {"limit": 1,
+                               "filter": deep(10_000)}, "id": "c1"}]},
+    "text": {"invalid_tool_calls": [{"name": "shop_list_products", "id": "c1",
+                                     "args": f'{{"limit": 1, "filter": {deep_text(10_000)}}}'}]},
+}  # fmt: skip
+"""A call nested 10,000 deep: parsed into ``tool_calls`` (a model of our own making), and as the
+raw text ChatOpenAI leaves in ``invalid_tool_calls`` when it cannot parse it."""
+
+
+@pytest.mark.parametrize("sent", TEN_THOUSAND_DEEP)
+def test_arguments_nested_ten_thousand_deep_are_invalid_input_and_the_turn_goes_on(
+    turns, shop, sent
+):
+    """Far beyond the stack (``json.dumps`` and ``repr`` overflow): answered like any call
+    beyond the limits, in every mode, and nothing runs."""
+    model = ScriptedModel([TEN_THOUSAND_DEEP[sent], "Sorry."])
+    outcome = turns.send(model, HI, KEY)
+    assert outcome.messages[-1].content == "Sorry."
+    ((cid, answer),) = tool_answers(outcome)
+    assert cid == "c1"
+    assert answer["error"]["code"] == "invalid_input"
+    assert f"nests deeper than {MAX_DEPTH} levels" in answer["error"]["message"]
+    assert "nothing was run" in answer["error"]["message"]
+    assert shop.reads == 0
+    (ai, _) = ais(outcome)
+    assert ai.tool_calls == []
+    assert [bad["id"] for bad in ai.invalid_tool_calls] == ["c1"]
+    model.assert_done()
+
+
+def test_metadata_nested_ten_thousand_deep_is_dropped_not_fatal(turns):
+    reply = AIMessage(
+        content="Hello.",
+        additional_kwargs={"extra": deep(10_000)},
+        response_metadata={"logprobs": deep(10_000)},
+    )
+    outcome = turns.send(ScriptedModel([reply]), HI, KEY)
+    assert outcome.messages[-1].content == "Hello."
+    assert outcome.messages[-1].response_metadata == {}
+
+
 def test_a_result_no_checkpointer_stores_reaches_the_model_as_text(turns):
     class Numbers:
         key = "numbers"

@@ -190,8 +190,10 @@ BROKEN_COSTS = {
 @pytest.mark.parametrize("broken", list(BROKEN_COSTS))
 @pytest.mark.parametrize(("read_only", "default"), [(False, 3), (True, 1)], ids=["write", "read"])
 def test_a_cost_function_that_fails_falls_back_to_the_default_rule(
-    meter, meter_key, clock, units, ledger, caplog, broken, read_only, default
+    meter, meter_key, clock, units, ledger, caplog, broken, read_only, default, expect_errors
 ):
+    if broken == "raises":  # the application's function failed: logged with its traceback
+        expect_errors("cost function of 'meter.set_broken' failed; using the default rule")
     executor, module = meter(read_only=read_only, set_broken=BROKEN_COSTS[broken])
     units(100)
     ledger.set_setting("confirm_batch_over", 1000)

@@ -163,7 +163,9 @@ def test_enabled_is_asked_on_every_call():
     assert not registry.is_enabled("unknown")
 
 
-def test_enabled_that_raises_counts_as_disabled():
+def test_enabled_that_raises_counts_as_disabled(expect_errors):
+    expect_errors(r"module 'shop': enabled\(\) raised")  # the module's bug, with its traceback
+
     def broken():
         raise RuntimeError("boom")
 

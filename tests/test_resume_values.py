@@ -3,6 +3,8 @@ nothing is decided, and the paused turn answers the next, good value (every mode
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
@@ -13,6 +15,22 @@ from turnkit.graph import TurnContext
 from turnkit.testing import ScriptedModel
 
 ALICE = TurnContext(caller=Caller.session("alice"))
+
+
+def nested_list(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def nested_dict(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 EDIT_ANOTHER_TOOL = {
     "type": "edit",
     "edited_action": {"name": "shop_delete_product", "args": {"sku": "TEA-0001"}},
@@ -31,6 +49,10 @@ EDIT_ANOTHER_TOOL = {
         ({"decisions": [EDIT_ANOTHER_TOOL]}, "an edit may change the arguments, not the tool"),
         ({"decisions": [{"type": "approve", "note": "x"}]}, "['note'] are not fields of"),
         ("HELD:edit-with-control", "['dry_run'] are control fields of a call, not input"),
+        ("HELD:edit-ten-thousand-deep", "/arguments/prices/a/a/a"),
+        ("HELD:edit-huge-integer", "outside the 64-bit range"),
+        ({"decisions": [nested_list(10_000)]}, "at /decisions/0/0/0/0"),
+        ({"decisions": [{"type": "reject", "message": nested_list(10_000)}]}, "/message/0/0"),
     ],
     ids=[
         "bare-word",
@@ -42,6 +64,10 @@ EDIT_ANOTHER_TOOL = {
         "hitl-edit-of-another-tool",
         "hitl-unknown-field",
         "edit-with-control",
+        "edit-ten-thousand-deep",
+        "edit-huge-integer",
+        "hitl-ten-thousand-deep-decision",
+        "hitl-ten-thousand-deep-message",
     ],
 )
 def test_a_refused_resume_says_what_to_send_and_decides_nothing(turns, shop, value, said):
@@ -55,6 +81,10 @@ def test_a_refused_resume_says_what_to_send_and_decides_nothing(turns, shop, val
         value = {cid: {"action": "edit"}}
     elif value == "HELD:edit-with-control":
         value = {cid: {"action": "edit", "arguments": {**prices("TEA-0001"), "dry_run": True}}}
+    elif value == "HELD:edit-ten-thousand-deep":
+        value = {cid: {"action": "edit", "arguments": {"prices": nested_dict(10_000)}}}
+    elif value == "HELD:edit-huge-integer":
+        value = {cid: {"action": "edit", "arguments": prices("TEA-0001", price=10**30)}}
     with pytest.raises(ResumeError) as refused:
         turns.send(model, Command(resume=value), ALICE)
     message = str(refused.value)

@@ -58,6 +58,10 @@ TIMEOUT = 2.0
 """The handler timeout set in the ledger for every process (seconds)."""
 WAITED = TIMEOUT + WAIT_GRACE
 """How long a call waits for another's outcome, and when a running call counts as stale."""
+RETRY_WINDOW = 0.8
+"""How long a retry that must wait for a running call is watched not to answer: well within
+its own wait (``WAITED``), and short enough that the call it waits for, held at its gate, is
+let go before its handler's timeout (``TIMEOUT``)."""
 
 
 @dataclass
@@ -184,6 +188,15 @@ def _at_once(*requests: Callable[[], httpx.Response]) -> tuple[ThreadPoolExecuto
     return pool, [pool.submit(sent, request) for request in requests]
 
 
+def _never(check: Callable[[], bool], what: str, window: float) -> None:
+    """Fail as soon as ``check`` holds during the next ``window`` seconds (a bounded watch of
+    something that must not happen, such as an answer that must wait)."""
+    deadline = time.monotonic() + window
+    while time.monotonic() < deadline:
+        assert not check(), f"seen within {window:g} s: {what}"
+        time.sleep(0.005)
+
+
 def _wait_for(check: Callable[[], bool], what: str, within: float = 10.0) -> None:
     deadline = time.monotonic() + within
     while not check():
@@ -296,9 +309,14 @@ def test_a_retry_while_a_slowly_checked_call_still_runs_waits_for_it(cluster):
             _wait_for(lambda: time.time() > started - 2.5 + WAITED + 0.05, "the grace passed")
             assert [line["event"] for line in runs(sku, cluster.folder)] == ["start"]
             retry = pool.submit(_invoke, cluster, b, "slow.set_checked_price", input, key)
-            deadline = time.monotonic() + 0.8  # an answer now is the bug; a wait is right
-            while not retry.done() and time.monotonic() < deadline:
-                time.sleep(0.005)
+
+            def answered_or_settled() -> bool:  # what the bug did at once: outcome_unknown, kept
+                now = ledger.get_idempotency(cluster.identity, "slow.set_checked_price", key)
+                return retry.done() or now is None or now.state != "running"
+
+            _never(answered_or_settled, "the retry answered, or settled the key, at once",
+                   RETRY_WINDOW)  # fmt: skip
+            assert not retry.done()  # still waiting for the running call, after its window
             open_gate(gate, cluster.folder)  # before the handler's own timeout (TIMEOUT s)
             ran, repeated = first.result(timeout=30), retry.result(timeout=30)
     finally:

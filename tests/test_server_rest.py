@@ -446,7 +446,11 @@ class Faulty:
         ]
 
 
-def test_a_handler_that_fails_or_hangs_is_500_or_504_and_leaks_nothing():
+def test_a_handler_that_fails_or_hangs_is_500_or_504_and_leaks_nothing(expect_errors):
+    expect_errors(  # the details go to the log, never to the client
+        r"tool 'faulty.read_broken' raised .*password=hunter2",
+        r"'faulty.read_slowly': handler ran longer than 0.3 s",
+    )
     executor = Executor(
         Registry([Faulty()]),
         permissions=StaticPermissions({"u": {"faulty.use"}}),

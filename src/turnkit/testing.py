@@ -191,7 +191,7 @@ def _chunk(message: AIMessage) -> ChatGenerationChunk:
     if isinstance(message, AIMessageChunk):
         return ChatGenerationChunk(message=message)
     chunks = [
-        {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": i}
+        {"name": call["name"], "args": _json_text(call["args"]), "id": call["id"], "index": i}
         for i, call in enumerate(message.tool_calls)
     ]
     offset = len(chunks)
@@ -208,3 +208,37 @@ def _chunk(message: AIMessage) -> ChatGenerationChunk:
             response_metadata=message.response_metadata,
         )
     )
+
+
+class _Token(str):
+    """Text already written as JSON (a bracket, a separator, a key)."""
+
+
+def _json_text(value: Any) -> str:
+    """``json.dumps(value)``, also for arguments nested beyond the stack (a script may send what
+    a hostile model sends): written then by a walk that does not recurse."""
+    try:
+        return json.dumps(value)
+    except RecursionError:
+        pass
+    parts: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Token):
+            parts.append(item)
+        elif isinstance(item, dict):
+            parts.append("{")
+            stack.append(_Token("}"))
+            for n, (key, inner) in enumerate(reversed(item.items())):
+                stack.extend([_Token(", ")] if n else [])
+                stack.extend([inner, _Token(json.dumps({key: 0})[1:-2])])  # '"key": '
+        elif isinstance(item, list | tuple):
+            parts.append("[")
+            stack.append(_Token("]"))
+            for n, inner in enumerate(reversed(item)):
+                stack.extend([_Token(", ")] if n else [])
+                stack.append(inner)
+        else:
+            parts.append(json.dumps(item))
+    return "".join(parts)

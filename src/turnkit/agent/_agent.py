@@ -269,15 +269,28 @@ class Agent:
             self._pending_thread = None
 
     def close(self) -> None:
-        """Release the storage and the executor (if the agent made it); safe to call again."""
-        if self._storage is not None and not self._closed:
-            self._portal.run(self._storage.aclose())  # refused on turnkit's loop: nothing changed
+        """Release the executor (if the agent made it), then the storage; safe to call again.
+
+        The executor first: the outcome of a call cancelled while its handler ran is recorded
+        by a thread of the executor's, which must be done with the ledger (or told to leave it)
+        before the storage closes the ledger.
+        """
+        if self._closed:
+            return
+        if self._storage is not None:
+            self._portal.run(self._shut(self._storage))  # refused on turnkit's loop: no change
+        else:
+            self._close_executor()
         self._release()
 
     async def aclose(self) -> None:
-        """Async twin of ``close``: releases the storage without blocking the event loop."""
-        if self._storage is not None and not self._closed:
-            await self._portal.arun(self._storage.aclose())
+        """Async twin of ``close``: releases them without blocking the event loop."""
+        if self._closed:
+            return
+        if self._storage is not None:
+            await self._portal.arun(self._shut(self._storage))
+        else:
+            await asyncio.to_thread(self._close_executor)
         self._release()
 
     def __enter__(self) -> Agent:
@@ -292,14 +305,21 @@ class Agent:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _release(self) -> None:
-        """Mark the agent closed, forget its (closed) storage, close its own executor."""
-        if self._closed:
-            return
-        self._closed = True
-        self._storage = None
+    async def _shut(self, storage: AsyncStorage) -> None:
+        """On the portal: close the agent's own executor (it may wait for a recording to end,
+        so in a worker thread), then ``storage``."""
+        await asyncio.to_thread(self._close_executor)
+        await storage.aclose()
+
+    def _close_executor(self) -> None:
+        """Close the executor if the agent made it (one given to the agent is its owner's)."""
         if getattr(self, "_owns_executor", False):
             self.executor.close()
+
+    def _release(self) -> None:
+        """Mark the agent closed and forget its (closed) storage."""
+        self._closed = True
+        self._storage = None
 
     # --- inside the private loop ------------------------------------------------------------
 

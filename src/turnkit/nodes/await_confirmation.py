@@ -97,7 +97,10 @@ def ask_decisions(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[
     """One interrupt for every pending call; the validated decisions by confirmation id.
 
     Any id held in the thread is accepted, also one decided elsewhere since the person was asked
-    (its decision is then moot: the stored outcome stands).
+    (its decision is then moot: the stored outcome stands). LangChain's positional decisions
+    that outnumber the pending calls are asked again only when calls of ``held`` were settled
+    since (the person may have seen them); with every held call pending they are a wrong count
+    and raise ``ResumeError``, as too few do.
     """
     if not pending:
         return {}
@@ -111,7 +114,7 @@ def ask_decisions(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[
         except ValidationError as exc:
             if not _stale(exc):
                 raise ResumeError(ids, refusals(exc), HOW_TO_RESUME) from None
-            # HITL decisions for a round that has shrunk since the person was asked: ask again
+            # HITL decisions for a round that may have shrunk since the person was asked: ask again
     else:  # pragma: no cover - each pass needs a held call settled, and they are few
         raise ResumeError(ids, ["the held calls kept changing"], HOW_TO_RESUME)
     waiting = {confirmation.id for _, confirmation in pending}
@@ -119,7 +122,8 @@ def ask_decisions(pending: Pending, held: list[HeldCall], bound: Bound) -> dict[
 
 
 def _stale(exc: ValidationError) -> bool:
-    """Whether ``exc`` is only that positional decisions outnumber the calls still waiting."""
+    """Whether ``exc`` is only that positional decisions outnumber the calls still waiting by
+    no more than the calls settled since (``StaleDecisions``)."""
     found = [error.get("ctx", {}).get("error") for error in exc.errors()]
     return bool(found) and all(isinstance(error, StaleDecisions) for error in found)
 

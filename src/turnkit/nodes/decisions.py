@@ -66,15 +66,22 @@ def resume_schema(ids: tuple[str, ...], asked: tuple[Asked, ...] = ()) -> type[R
     """The resume value for ``ids``: a map from some of those ids to a decision, or an
     ``HITLResponse`` with one decision per ``asked`` call, in their order.
 
-    An id that is not held in the thread is refused with a message naming the held ones.
+    An id that is not held in the thread is refused with a message naming the held ones. An
+    ``HITLResponse`` with more decisions than ``asked`` is stale (``StaleDecisions``) only when
+    calls of ``ids`` that are not asked (settled since) could account for the extra ones; else
+    it is a wrong count.
     """
+    settled = len(ids) - len(asked)
 
     class Decisions(RootModel[dict[str, Decision]]):
         @model_validator(mode="before")
         @classmethod
         def _held_ids_only(cls, value: Any) -> Any:
+            problem = json_problem(value, max_depth=_nesting(value), other=_stored)
+            if problem is not None:  # read no further: repr and json.dumps overflow on it
+                raise ValueError(f"the resume value is not plain JSON within the limits: {problem}")
             if is_response(value):
-                return hitl_decisions(value, asked)
+                return hitl_decisions(value, asked, settled)
             if not isinstance(value, dict):
                 raise ValueError(
                     f"the resume value must map confirmation ids to decisions, got"
@@ -91,8 +98,21 @@ def resume_schema(ids: tuple[str, ...], asked: tuple[Asked, ...] = ()) -> type[R
 def unstorable(value: Any) -> list[str]:
     """Why a resume value cannot be kept (LangGraph stores it before any node runs, so a value
     beyond turnkit's JSON limits fails there, with a bare ``TypeError``): one line per problem."""
-    problem = json_problem(value, max_depth=MAX_DEPTH + 3)  # {id: {"arguments": {...}}}
+    problem = json_problem(value, max_depth=_nesting(value))
     return [] if problem is None else [f"the value is not plain JSON within the limits: {problem}"]
+
+
+def _nesting(value: Any) -> int:
+    """How deep a resume value may nest: an edit's arguments, up to ``MAX_DEPTH`` levels, sit at
+    level 3 of ``{id: {"arguments": {...}}}`` and at level 5 of an ``HITLResponse``
+    (``{"decisions": [{"edited_action": {"args": {...}}}]}``); one level to spare."""
+    return MAX_DEPTH + (5 if is_response(value) else 3)
+
+
+def _stored(value: object) -> str | None:
+    """Any other object LangGraph stored in a resume value (a ``Decision``) is the schema's to
+    judge: only its containers are walked."""
+    return None
 
 
 def refusals(error: ValidationError) -> list[str]:

@@ -47,9 +47,11 @@ _KEYS["edit"] = {"type", "edited_action", "args"}
 
 
 class StaleDecisions(ValueError):
-    """More decisions than calls still waiting: some of those the person was asked about were
-    settled since (decided elsewhere, expired, or decided before a crash), so the positions no
-    longer say which decision is for which call. The round is asked again."""
+    """More decisions than calls still waiting, by no more than the calls of the round settled
+    since (decided elsewhere, expired, or decided before a crash): the person may have been
+    asked about those too, so the positions no longer say which decision is for which call.
+    The round is asked again. With nothing settled, a longer list is a wrong count
+    (``ValueError``), refused as a shorter one is."""
 
 
 class Asked(NamedTuple):
@@ -96,10 +98,20 @@ def is_response(value: object) -> bool:
     return isinstance(value, dict) and list(value) == ["decisions"]
 
 
-def hitl_decisions(value: dict[str, Any], asked: Sequence[Asked]) -> dict[str, Decision]:
+def hitl_decisions(
+    value: dict[str, Any], asked: Sequence[Asked], settled: int = 0
+) -> dict[str, Decision]:
     """The decision for each asked confirmation id, from an ``HITLResponse`` ``value``.
 
+    Args:
+        value: the ``HITLResponse``.
+        asked: the calls still waiting, in the order of the action requests.
+        settled: how many other calls of the round are settled already (decided elsewhere,
+            expired): the person may have been asked about them as well.
+
     Raises:
+        StaleDecisions: more decisions than ``asked``, by at most ``settled``: the round
+            shrank since the person was asked, and must be asked again.
         ValueError: ``value`` is not one valid decision per asked call, in their order; the
             message says what is wrong, and with which entry.
     """
@@ -108,8 +120,8 @@ def hitl_decisions(value: dict[str, Any], asked: Sequence[Asked]) -> dict[str, D
         raise ValueError(f"'decisions' must be a list of decisions, got {type(decisions).__name__}")
     if len(decisions) != len(asked):
         names = [call.name for call in asked]
-        stale = StaleDecisions if len(decisions) > len(asked) else ValueError
-        raise stale(
+        shrank = len(asked) < len(decisions) <= len(asked) + settled
+        raise (StaleDecisions if shrank else ValueError)(
             f"{len(decisions)} decisions for {len(asked)} held calls {names}: send one decision"
             " per action request, in their order"
         )

@@ -42,6 +42,7 @@ from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 
 __all__ = [
     "CUT_OFF_REASONS",
+    "UNWRITTEN",
     "StreamedArguments",
     "checked_reply",
     "may_stream",
@@ -58,6 +59,8 @@ CUT_OFF_KEYS = ("finish_reason", "stop_reason", "done_reason", "stopReason")
 _PART_DEPTH = 100
 """Nesting allowed in a reply's content and metadata (checkpointers keep about 250 levels)."""
 _SERDE = JsonPlusSerializer()
+UNWRITTEN = "(arguments that cannot be written as JSON text)"
+"""The argument text kept for a refused call whose arguments no JSON text can be made of."""
 
 Call = ToolCall | InvalidToolCall
 """A call of a reply, valid or not."""
@@ -258,13 +261,20 @@ def _refuse(call: Call, reason: str, new_id: str | None = None) -> InvalidToolCa
 
 
 def _text(args: Any) -> str:
-    """Arguments as JSON text (a call's record; never parsed again)."""
+    """Arguments as JSON text (a call's record; never parsed again), a value that is not JSON
+    written as its type's name; or ``UNWRITTEN`` for arguments no JSON text can be made of
+    (nested beyond the stack, circular, a key that is not text). Never ``repr``: it overflows
+    on nesting, as ``json.dumps`` does."""
     if isinstance(args, str):
         return args
     try:
-        return json.dumps(args, ensure_ascii=False)
+        return json.dumps(args, ensure_ascii=False, default=_type_name)
     except (TypeError, ValueError, RecursionError):
-        return repr(args)[:10_000]
+        return UNWRITTEN
+
+
+def _type_name(value: object) -> str:
+    return f"<{type(value).__name__}>"
 
 
 def _derived_id(message_id: str, position: int, taken: set[str]) -> str:

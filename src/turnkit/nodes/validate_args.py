@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage
 from turnkit.nodes.bound import Bound
 from turnkit.nodes.messages import (
     INVALID_JSON,
+    LIMITS,
     NO_TOOLS,
     NOT_AN_OBJECT,
     REFUSED,
@@ -34,6 +35,7 @@ from turnkit.nodes.messages import (
 )
 from turnkit.nodes.model_reply import unique_call_ids
 from turnkit.nodes.tools import arguments
+from turnkit.registry.json_limits import MAX_DEPTH
 from turnkit.registry.registry import Registry
 from turnkit.registry.schema import VIOLATIONS_SHOWN
 from turnkit.turn.state import PendingCall, RoundAnswer, TurnState
@@ -88,7 +90,10 @@ def unparsed(bad: Any) -> str:
     raw = bad.get("args")
     try:
         value = json.loads(raw, strict=False) if isinstance(raw, str) else raw
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:  # valid JSON or not, nested far beyond the limits
+        problem = f"the data nests deeper than {MAX_DEPTH} levels"
+        return LIMITS.format(name=name, problem=problem, depth=MAX_DEPTH)
+    except ValueError as exc:
         return INVALID_JSON.format(name=name, error=str(exc)[:200])
     return NOT_AN_OBJECT.format(name=name, kind=kind_of(value))
 

@@ -119,6 +119,49 @@ class Environment:
     """The application's ``(caller) -> permissions``, asked at call time."""
     handler_pool: ThreadPoolExecutor
     """The threads sync handlers run in (apart from ledger work)."""
+    orphans: Orphans
+    """The outcomes of cancelled runs' handlers still to be recorded (``_record_after``)."""
+
+
+class Orphans:
+    """The calls whose awaiting run was cancelled while their sync handler was in the pool: a
+    thread of their own waits for the handler and records its outcome (``_record_after``).
+
+    Closing the executor must leave no such thread working on a ledger that its owner closes
+    next: ``close`` waits for those whose handler has ended (they record their outcome), and
+    tells the others, whose handler still runs, to record nothing.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._live: dict[Future[Any], bool] = {}
+        """Each handler's future -> whether its outcome is recorded after ``close``."""
+        self._closed = False
+
+    def add(self, future: Future[Any]) -> None:
+        """A cancelled run left ``future``'s handler to a thread that records its outcome."""
+        with self._changed:
+            self._live[future] = False
+
+    def may_record(self, future: Future[Any]) -> bool:
+        """Whether the outcome of ``future``'s handler, ended now, may still be recorded."""
+        with self._changed:
+            return not self._closed or self._live.get(future, False)
+
+    def recorded(self, future: Future[Any]) -> None:
+        """The thread of ``future`` is done with the ledger."""
+        with self._changed:
+            self._live.pop(future, None)
+            self._changed.notify_all()
+
+    def close(self, timeout: float) -> bool:
+        """Let the outcomes of handlers ended by now be recorded, waiting at most ``timeout``
+        seconds; the others will not be. False when some were still being recorded then."""
+        with self._changed:
+            self._closed = True
+            for future in self._live:
+                self._live[future] = future.done()
+            return self._changed.wait_for(lambda: not any(self._live.values()), timeout)
 
 
 def drive(steps: Steps[T], env: Environment, reply: Any = None) -> T:
@@ -428,9 +471,10 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
     try:
         done = await waiter  # the handler's finished future, or None when its time was up
     except asyncio.CancelledError:
+        env.orphans.add(future)
         threading.Thread(
             target=_record_after,
-            args=(steps, env, future, deadline),
+            args=(steps, env, future, deadline, _call_of(effect)),
             name="turnkit-record",
             daemon=False,  # the outcome is recorded even when the program is ending
         ).start()
@@ -462,22 +506,42 @@ def _settle(waiter: asyncio.Future[Any], value: Any) -> None:
         waiter.set_result(value)
 
 
-def _record_after(steps: Steps[Any], env: Environment, future: Any, deadline: float) -> None:
+def _record_after(
+    steps: Steps[Any], env: Environment, future: Any, deadline: float, call: str
+) -> None:
     """In its own thread: the outcome of a handler whose run was cancelled, given to ``steps``,
     which record it (their answer goes nowhere: nobody awaits it). A handler that never ran (the
     executor closed with it still queued) is no outcome: the steps clean up as cancelled (its key
-    released, nothing audited as run)."""
+    released, nothing audited as run). A handler that ends after its executor was closed is not
+    recorded (``Orphans``): the ledger may be closed too."""
     try:
         outcome = HandlerOutcome("ok", future.result(max(0.0, deadline - time.monotonic())))
     except Exception as exc:  # the handler's failure, the wait's timeout, or never run at all
-        if future.cancelled():
-            _unwind(steps, env, _never_ran())
-            return
         outcome = HandlerOutcome("error", exc) if future.done() else HandlerOutcome("timeout")
     try:
-        drive(steps, env, outcome)
+        if not env.orphans.may_record(future):
+            steps.close()
+            log.warning(NOT_RECORDED, call)
+        elif future.cancelled():
+            _unwind(steps, env, _never_ran())
+        else:
+            drive(steps, env, outcome)
     except Exception:  # nobody to tell but the log
         log.exception("recording the outcome of a cancelled call failed")
+    finally:
+        env.orphans.recorded(future)
+
+
+NOT_RECORDED = (
+    "the executor was closed while the handler of %s, whose run was cancelled, still ran: its"
+    " outcome is not recorded (no audit row; its idempotency key stays running, so a repeat"
+    " gets outcome_unknown once the call is stale). Close the executor after its calls end."
+)
+
+
+def _call_of(effect: RunHandler) -> str:
+    """How the log names the call of ``effect``."""
+    return f"{effect.ctx.tool.name!r} (call {effect.ctx.call_id})"
 
 
 async def _guarded(work: Any) -> HandlerOutcome:

@@ -21,7 +21,7 @@ from typing import Any
 
 from turnkit.registry import _on_ledger as on_ledger
 from turnkit.registry import _steps as steps
-from turnkit.registry._effects import Environment, Permissions, adrive, drive
+from turnkit.registry._effects import Environment, Orphans, Permissions, adrive, drive
 from turnkit.registry._memo import remember
 from turnkit.registry._pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.registry._steps import HoldRule, hold_rule
@@ -44,6 +44,10 @@ from turnkit.registry.visibility import Allow, hidden_reason, visible
 __all__ = ["Executor"]
 
 log = logging.getLogger("turnkit.executor")
+
+CLOSE_WAIT = 10.0
+"""How long ``close`` waits, at most, for the outcomes of cancelled calls being recorded (a few
+ledger statements each)."""
 
 
 def no_permissions(caller: Caller) -> frozenset[str]:
@@ -103,6 +107,7 @@ class Executor:
             ledger=ledger,
             permissions=permissions,
             handler_pool=ThreadPoolExecutor(handler_threads, thread_name_prefix="turnkit-handler"),
+            orphans=Orphans(),
         )
 
     # --- what a caller sees -----------------------------------------------------------------
@@ -398,6 +403,15 @@ class Executor:
 
     def close(self) -> None:
         """Stop the handler threads (waiting for none); close the ledger only if the executor
-        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``)."""
-        self._env.handler_pool.shutdown(wait=False, cancel_futures=True)
+        made it (a ledger passed in belongs to the caller, e.g. to a ``Storage``).
+
+        A cancelled call whose handler has ended gets its outcome recorded before this returns
+        (waiting at most ``CLOSE_WAIT`` seconds); one whose handler still runs is not recorded
+        (a warning says so). So once it returns, the ledger may be closed: no thread of this
+        executor records anything on it any more.
+        """
+        self._env.handler_pool.shutdown(wait=False, cancel_futures=True)  # queued ones never run
+        if not self._env.orphans.close(CLOSE_WAIT):
+            log.warning("closing: outcomes of cancelled calls still being recorded after %g s",
+                        CLOSE_WAIT)  # fmt: skip
         self._forget()

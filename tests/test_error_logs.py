@@ -1,0 +1,115 @@
+"""The rule of ``conftest.py``: an ERROR logged by turnkit fails the test that caused it, unless
+the test declared it with ``expect_errors`` (a small test file run in a pytest of its own)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TESTS = Path(__file__).resolve().parent
+
+SAMPLE = """
+import logging
+import threading
+
+import pytest
+
+log = logging.getLogger("turnkit.sample")
+
+
+def test_logs_an_error():
+    log.error("boom")
+
+
+def test_declares_it(expect_errors):
+    expect_errors(r"boom \\d")
+    log.error("boom 2")
+
+
+def test_declares_one_never_logged(expect_errors):
+    expect_errors("never")
+
+
+def test_logs_one_in_a_thread():
+    thread = threading.Thread(target=log.error, args=("from a thread",))
+    thread.start()
+    thread.join()
+
+
+@pytest.fixture
+def noisy():
+    yield
+    log.error("in a fixture's teardown")
+
+
+def test_whose_fixture_logs_one(noisy):
+    pass
+
+
+def test_logs_a_warning_and_another_loggers_error():
+    log.warning("a warning is no error")
+    logging.getLogger("elsewhere").error("not turnkit's")
+
+
+def test_declares_an_exception(expect_errors):
+    expect_errors("ValueError: bad")
+    try:
+        raise ValueError("bad")
+    except ValueError:
+        log.exception("failed")
+"""
+
+
+@pytest.fixture
+def pytest_with_our_conftest(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
+    """A pytest in a process of its own (its logging apart from this one's) with our conftest."""
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester
+
+
+def test_an_error_turnkit_logs_fails_the_test_that_caused_it_unless_declared(
+    pytest_with_our_conftest,
+):
+    pytest_with_our_conftest.makepyfile(test_sample=SAMPLE)
+    result = pytest_with_our_conftest.runpytest_subprocess("-p", "no:cacheprovider", "-rE")
+    result.assert_outcomes(passed=7, errors=4)
+    result.stdout.fnmatch_lines_random(
+        [
+            "ERROR test_sample.py::test_logs_an_error - Failed: turnkit logged*",
+            "ERROR test_sample.py::test_declares_one_never_logged - Failed: turnkit logged*",
+            "ERROR test_sample.py::test_logs_one_in_a_thread - Failed: turnkit logged*",
+            "ERROR test_sample.py::test_whose_fixture_logs_one - Failed: turnkit logged*",
+            "unexpected: turnkit.sample: boom",
+            "expected, never logged: an ERROR matching 'never'",
+            "unexpected: turnkit.sample: from a thread",
+            "unexpected: turnkit.sample: in a fixture's teardown",
+        ]
+    )
+
+
+def test_an_error_logged_while_no_test_runs_fails_the_run(pytest_with_our_conftest):
+    pytest_with_our_conftest.makepyfile(
+        test_late="""
+import logging
+import pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    yield
+    logging.getLogger("turnkit.sample").error("after the test")
+
+def test_uses_it(shared):
+    pass
+"""
+    )
+    result = pytest_with_our_conftest.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["turnkit logged an ERROR after test_late.py::test_uses_it ended: *after the test"]
+    )
