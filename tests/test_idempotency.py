@@ -107,6 +107,73 @@ def test_concurrent_calls_with_one_key_run_the_handler_once(ledger, rights, shop
     assert {a["result"]["updated"] for a in answers} == {1}
 
 
+def _held_at_a_gate(shop):
+    """The shop's set_prices, started (``started`` set) and held until ``gate`` is set."""
+    gate, started = threading.Event(), threading.Event()
+    original = shop.set_prices
+
+    def gated(input, ctx):
+        started.set()
+        gate.wait(timeout=30)
+        return original(input, ctx)
+
+    shop.set_prices = gated
+    return gate, started
+
+
+def test_a_repeat_in_code_waits_for_the_running_call_and_replays_its_answer(
+    ledger, rights, shop, key
+):
+    """In one process (``execute``'s default): a repeat of a running key waits for the first
+    call's answer — still waiting while it runs, then the same answer, replayed."""
+    gate, started = _held_at_a_gate(shop)
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights)
+    control = {"idempotency_key": "w"}
+    answers: dict[str, dict] = {}
+
+    def call(name: str) -> None:
+        answers[name] = executor.execute(key, "shop.set_prices", prices(), control)
+
+    first = threading.Thread(target=call, args=("first",))
+    first.start()
+    assert started.wait(timeout=30)
+    repeat = threading.Thread(target=call, args=("repeat",))
+    repeat.start()
+    repeat.join(timeout=0.5)  # a window in which the first call still runs
+    assert repeat.is_alive()  # still waiting for it
+    assert "repeat" not in answers
+    gate.set()
+    first.join(timeout=30)
+    repeat.join(timeout=30)
+    executor.close()
+    assert answers["repeat"] == {**answers["first"], "replayed": True}
+    assert len(shop.writes()) == 1
+
+
+def test_a_repeat_that_does_not_wait_is_told_in_progress_at_once(ledger, rights, shop, key):
+    """``execute(..., wait=False)`` (REST and MCP): the repeat is answered ``in_progress`` with
+    ``retry_after`` while the first call runs; sent again after it, it replays the answer."""
+    gate, started = _held_at_a_gate(shop)
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights)
+    control = {"idempotency_key": "n"}
+    done: list[dict] = []
+    first = threading.Thread(
+        target=lambda: done.append(executor.execute(key, "shop.set_prices", prices(), control))
+    )
+    first.start()
+    assert started.wait(timeout=30)
+    told = executor.execute(key, "shop.set_prices", prices(), control, wait=False)
+    assert told["error"]["code"] == "in_progress"
+    assert told["error"]["details"]["retry_after"] == 1.0
+    assert first.is_alive()
+    gate.set()
+    first.join(timeout=30)
+    again = executor.execute(key, "shop.set_prices", prices(), control, wait=False)
+    executor.close()
+    assert again == {**done[0], "replayed": True}
+    assert len(shop.writes()) == 1
+
+
 def test_replay_survives_a_restart_in_a_new_process(executor, key, shop, ledger_url):
     first = executor.execute(key, "shop.set_prices", prices(), {"idempotency_key": "r1"})
     ctx = multiprocessing.get_context("spawn")
