@@ -228,6 +228,23 @@ def gate_executor(ledger: Any, shop: Shop, gate: Gate, rights: Any, clock: Any) 
     )
 
 
+def decided_elsewhere(
+    ledger_url: str,
+    module: Any,
+    rights: Any,
+    clock: Any,
+    posts: list[tuple[str, dict[str, Any] | None]],
+    secret: str,
+) -> list[httpx.Response]:
+    """What another door (``another_door`` over ``module``) answers to each ``(path, body)``
+    POST of ``posts``, made with the key ``secret``, in order."""
+    with (
+        another_door(ledger_url, module, rights, clock) as (_, url),
+        httpx.Client(base_url=url, timeout=WAIT) as door,
+    ):
+        return [door.post(path, headers=bearer(secret), json=body) for path, body in posts]
+
+
 def log_of(path: Path) -> list[str]:
     """The lines of a write log (none when nothing was written)."""
     return path.read_text().splitlines() if path.exists() else []

@@ -21,9 +21,9 @@ from _doors import (
     Impostor,
     Keys,
     Reshaped,
-    another_door,
     assert_problem,
     bearer,
+    decided_elsewhere,
     gate_executor,
     hold_delete,
     log_of,
@@ -75,15 +75,12 @@ def test_a_door_declaring_the_tool_differently_refuses_to_approve_and_it_stays_p
 ):
     held = hold_delete(http, keys["writer"])
     other = module(tmp_path / "other.log")
-    with (
-        another_door(ledger_url, other, rights, clock) as (_, url),
-        httpx.Client(base_url=url, timeout=WAIT) as door,
-    ):
-        refused = door.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
-        body = assert_problem(refused, 409, "cannot_decide_here")
-        assert "module 'shop'" in body["detail"]
-        assert "still pending" in body["detail"]
-        assert status_of(door, held, keys["root"]) == "pending"
+    posts = [(f"/v1/confirmations/{held}/approve", None)]
+    (refused,) = decided_elsewhere(ledger_url, other, rights, clock, posts, keys["root"])
+    body = assert_problem(refused, 409, "cannot_decide_here")
+    assert "module 'shop'" in body["detail"]
+    assert "still pending" in body["detail"]
+    assert status_of(http, held, keys["root"]) == "pending"
     assert log_of(other.log) == []
     assert shop.writes() == []
 
@@ -93,15 +90,8 @@ def test_a_door_declaring_the_tool_differently_refuses_an_edit_too(
 ):
     held = hold_delete(http, keys["writer"])
     impostor = Impostor(tmp_path / "impostor.log")
-    with (
-        another_door(ledger_url, impostor, rights, clock) as (_, url),
-        httpx.Client(base_url=url, timeout=WAIT) as door,
-    ):
-        edited = door.post(
-            f"/v1/confirmations/{held}/edit",
-            headers=bearer(keys["root"]),
-            json={"arguments": {"sku": "TEA-0002"}},
-        )
+    posts = [(f"/v1/confirmations/{held}/edit", {"arguments": {"sku": "TEA-0002"}})]
+    (edited,) = decided_elsewhere(ledger_url, impostor, rights, clock, posts, keys["root"])
     assert_problem(edited, 409, "cannot_decide_here")
     assert status_of(http, held, keys["root"]) == "pending"
     assert log_of(impostor.log) == []
@@ -112,11 +102,8 @@ def test_a_door_that_does_not_declare_the_tool_refuses_to_approve_and_names_its_
     http, keys, shop, ledger_url, rights, clock
 ):
     held = hold_delete(http, keys["writer"])
-    with (
-        another_door(ledger_url, Gate(), rights, clock) as (_, url),
-        httpx.Client(base_url=url, timeout=WAIT) as door,
-    ):
-        refused = door.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
+    posts = [(f"/v1/confirmations/{held}/approve", None)]
+    (refused,) = decided_elsewhere(ledger_url, Gate(), rights, clock, posts, keys["root"])
     body = assert_problem(refused, 409, "cannot_decide_here")
     assert "does not declare the tool 'shop.delete_product'" in body["detail"]
     assert "module 'shop'" in body["detail"]
@@ -129,11 +116,8 @@ def test_a_door_where_the_module_is_disabled_refuses_to_approve_and_it_stays_pen
 ):
     held = hold_delete(http, keys["writer"])
     disabled = Disabled(tmp_path / "disabled.log")
-    with (
-        another_door(ledger_url, disabled, rights, clock) as (_, url),
-        httpx.Client(base_url=url, timeout=WAIT) as door,
-    ):
-        refused = door.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
+    posts = [(f"/v1/confirmations/{held}/approve", None)]
+    (refused,) = decided_elsewhere(ledger_url, disabled, rights, clock, posts, keys["root"])
     body = assert_problem(refused, 409, "cannot_decide_here")
     assert "disabled" in body["detail"]
     assert status_of(http, held, keys["root"]) == "pending"
@@ -146,12 +130,9 @@ def test_the_door_that_held_a_write_approves_it_after_another_door_refused_and_i
 ):
     held = hold_delete(http, keys["writer"])
     impostor = Impostor(tmp_path / "impostor.log")
-    with (
-        another_door(ledger_url, impostor, rights, clock) as (_, url),
-        httpx.Client(base_url=url, timeout=WAIT) as door,
-    ):
-        refused = door.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
-        assert refused.status_code == 409, refused.text
+    posts = [(f"/v1/confirmations/{held}/approve", None)]
+    (refused,) = decided_elsewhere(ledger_url, impostor, rights, clock, posts, keys["root"])
+    assert refused.status_code == 409, refused.text
     approved = http.post(f"/v1/confirmations/{held}/approve", headers=bearer(keys["root"]))
     assert approved.status_code == 200, approved.text
     assert approved.json()["status"] == "done"
@@ -165,15 +146,12 @@ def test_a_door_declaring_the_tool_differently_may_reject_and_nothing_runs(
 ):
     held = hold_delete(http, keys["writer"])
     impostor = Impostor(tmp_path / "impostor.log")
-    with (
-        another_door(ledger_url, impostor, rights, clock) as (_, url),
-        httpx.Client(base_url=url, timeout=WAIT) as door,
-    ):
-        root = bearer(keys["root"])
-        assert door.post(f"/v1/confirmations/{held}/approve", headers=root).status_code == 409
-        rejected = door.post(
-            f"/v1/confirmations/{held}/reject", headers=root, json={"message": "not here"}
-        )
+    posts = [
+        (f"/v1/confirmations/{held}/approve", None),
+        (f"/v1/confirmations/{held}/reject", {"message": "not here"}),
+    ]
+    refused, rejected = decided_elsewhere(ledger_url, impostor, rights, clock, posts, keys["root"])
+    assert refused.status_code == 409, refused.text
     assert rejected.status_code == 200, rejected.text
     assert rejected.json()["status"] == "rejected"
     assert status_of(http, held, keys["root"]) == "rejected"
