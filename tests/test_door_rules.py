@@ -264,3 +264,12 @@ def test_a_door_whose_input_limit_is_lower_leaves_the_write_pending(door, key, r
     assert_refused_here(answer, "'max_input_chars' is 1000")
     assert executor.confirmation(cid).status == "pending"
     assert executor.confirm(cid, root, "approve")["status"] == "ok"
+
+
+def test_a_door_whose_input_limit_is_lower_may_apply_an_edit_that_fits(door, key, root, shop):
+    executor = door(Shop(shop.log))
+    cid = executor.execute(key, "shop.delete_product", {"sku": "TEA-" + "0" * 3000})
+    strict = door(Shop(shop.log), Settings(max_input_chars=1000))
+    edit = {"action": "edit", "arguments": {"sku": "TEA-0001"}}
+    assert strict.confirm(cid["confirmation_id"], root, edit)["status"] == "ok"
+    assert len(shop.writes()) == 1

@@ -23,6 +23,7 @@ from turnkit.registry.caller import (
     StaticPermissions,
     permissions_now,
 )
+from turnkit.registry.door import SWITCH
 from turnkit.registry.executor import Executor
 from turnkit.registry.references import instance_of, resolve
 from turnkit.registry.registry import Registry
@@ -34,8 +35,6 @@ DEFAULT_CATALOGUE = Path(".turnkit") / "catalogue.sqlite"
 SCRIPTED = "scripted"
 
 
-SWITCH = "api_session_write_modules"
-"""The setting of the modules the agent may act in."""
 
 
 class SetupError(TurnkitError):

@@ -222,7 +222,8 @@ def confirm_steps(
             return (yield from _decided_before(env, held.id, settings.handler_timeout))
         return (yield from _settled(env, held.id, settings.handler_timeout))
 
-    blocked = yield from door_refusal(env, held, settings, overrides)
+    edit = parsed.action == "edit"
+    blocked = yield from door_refusal(env, held, settings, overrides, edit=edit)
     if blocked is not None:  # this door cannot run it as it was held: it stays pending
         return blocked
     # the write runs as the held caller with their rights now: the deciding caller when it is
@@ -239,7 +240,7 @@ def confirm_steps(
                 runner, run_allow = key.caller, key.allowed
 
     new_input, new_hash = None, None
-    if parsed.action == "edit":
+    if edit:
         problem, new_input, new_hash = _checked_edit(env, held, parsed, settings)
         if problem is not None:
             return problem

@@ -38,11 +38,17 @@ SWITCH = "api_session_write_modules"
 
 
 def door_refusal(
-    env: Environment, held: Confirmation, settings: Settings, overrides: dict[str, Any]
+    env: Environment,
+    held: Confirmation,
+    settings: Settings,
+    overrides: dict[str, Any],
+    *,
+    edit: bool = False,
 ) -> Steps[Answer | None]:
     """A ``cannot_decide_here`` answer when this door's own configuration keeps it from running
     ``held`` as it was held (see above), else None. ``overrides``: the operator's settings in
-    the ledger, read now; ``settings``: this door's defaults with them."""
+    the ledger, read now; ``settings``: this door's defaults with them; ``edit``: the decision
+    replaces the held input (the edit's own is checked, not the held one)."""
     tool = env.registry.get(held.tool)
     where = f"module {held.module!r}" if held.module else "the module that declares it"
     if tool is None:
@@ -62,7 +68,7 @@ def door_refusal(
             module=held.module,
             here=tool.module,
         )
-    problem, _ = steps.input_error(tool, held.input, settings)
+    problem = None if edit else steps.input_error(tool, held.input, settings)[0]
     if problem is not None:  # the declaration is the same: this door's own limits differ
         return _refused(
             held,
