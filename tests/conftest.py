@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from _agent_runs import AGENT_MODES, AgentRuns
+from _doors import Gate, gate_executor
 from _modes import RUN_MODES, Turns
 from _openai_server import OpenAIServer
 from _pgbouncer import PgBouncer
@@ -343,3 +344,19 @@ def database(pgbouncer) -> Iterator[str]:
     yield name
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    """A gate the door tests' slow tools wait at until the test opens it."""
+    gate = Gate()
+    yield gate
+    gate.opened.set()  # no handler thread outlives the test
+
+
+@pytest.fixture
+def gated(ledger, shop, gate, rights, clock) -> Iterator[Executor]:
+    """An executor over the shop and the gate (its handlers wait for the test)."""
+    executor = gate_executor(ledger, shop, gate, rights, clock)
+    yield executor
+    executor.close()

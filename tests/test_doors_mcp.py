@@ -23,16 +23,13 @@ from _doors import (
     READ,
     WAIT,
     WRITE,
-    Gate,
     bearer,
-    gate_executor,
     history_row,
     sign_in,
 )
 from _serving import uvicorn_serving
 from _shop import prices
 from turnkit.registry.confirmations import DECIDE_SCOPE
-from turnkit.registry.executor import Executor
 from turnkit.server import create_app
 
 IDEMPOTENCY = "io.turnkit/idempotency_key"
@@ -57,20 +54,6 @@ def served(executor) -> Iterator[str]:
     """The executor's whole app (REST, MCP, the inbox) on 127.0.0.1; its base URL."""
     with uvicorn_serving(create_app(executor)) as url:
         yield url
-
-
-@pytest.fixture
-def gate() -> Iterator[Gate]:
-    gate = Gate()
-    yield gate
-    gate.opened.set()  # no handler thread outlives the test
-
-
-@pytest.fixture
-def gated(ledger, shop, gate, rights, clock) -> Iterator[Executor]:
-    executor = gate_executor(ledger, shop, gate, rights, clock)
-    yield executor
-    executor.close()
 
 
 # --- 6. a repeat while the first call runs is answered at once ---------------------------------

@@ -24,7 +24,6 @@ from _doors import (
     assert_problem,
     bearer,
     decided_elsewhere,
-    gate_executor,
     hold_delete,
     log_of,
     make_keys,
@@ -449,21 +448,6 @@ def test_a_confirm_token_in_the_body_is_422_saying_where_a_person_approves(
     assert "/v1/confirmations/{id}/approve" in body["detail"]
     assert stored(executor) == 0
     assert shop.writes() == []
-
-
-@pytest.fixture
-def gate() -> Iterator[Gate]:
-    gate = Gate()
-    yield gate
-    gate.opened.set()  # no handler thread outlives the test
-
-
-@pytest.fixture
-def gated(ledger, shop, gate, rights, clock) -> Iterator[Executor]:
-    """An executor over the shop and the gate (its handlers wait for the test)."""
-    executor = gate_executor(ledger, shop, gate, rights, clock)
-    yield executor
-    executor.close()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi import Request
 
+from _doors import csrf_of
 from _serving import uvicorn_serving
 from _shop import prices
 from turnkit import Caller, Executor, Registry
@@ -32,12 +33,6 @@ def browser(served) -> Iterator[httpx.Client]:
     """A keep-alive client that keeps cookies, as a browser does (not signed in)."""
     with httpx.Client(base_url=served, timeout=10, follow_redirects=True) as client:
         yield client
-
-
-def csrf_of(page: httpx.Response) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, page.text[:500]
-    return found.group(1)
 
 
 def sign_in(client: httpx.Client, secret: str) -> httpx.Response:
