@@ -49,6 +49,16 @@ _callers = st.sampled_from(
 )
 
 
+_CALLS = {
+    "tool": _tools,
+    "caller": _callers,
+    "items": st.integers(0, 200),
+    "batch": st.integers(1, 100),
+    "operator": st.booleans(),
+}
+"""Every tool, caller, list length, batch setting and ``hold_key_writes`` the properties draw."""
+
+
 def _ctx(tool: Tool, caller: Caller, batch: int, operator: bool) -> CallContext:
     """The dry-run context of a call under ``confirm_batch_over=batch`` and ``hold_key_writes``."""
     settings = Settings(confirm_batch_over=batch, hold_key_writes=operator)
@@ -57,13 +67,7 @@ def _ctx(tool: Tool, caller: Caller, batch: int, operator: bool) -> CallContext:
     )
 
 
-@given(
-    tool=_tools,
-    caller=_callers,
-    items=st.integers(0, 200),
-    batch=st.integers(1, 100),
-    operator=st.booleans(),
-)
+@given(**_CALLS)
 def test_a_tool_that_is_never_held_is_not_held_by_any_caller_input_or_setting(
     tool, caller, items, batch, operator
 ):
@@ -90,13 +94,7 @@ def test_only_a_read_without_danger_is_never_held():
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # see the body
-@given(
-    tool=_tools,
-    caller=_callers,
-    items=st.integers(0, 200),
-    batch=st.integers(1, 100),
-    operator=st.booleans(),
-)
+@given(**_CALLS)
 def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(
     tool, caller, items, batch, operator, expect_errors
 ):
