@@ -35,8 +35,6 @@ DEFAULT_CATALOGUE = Path(".turnkit") / "catalogue.sqlite"
 SCRIPTED = "scripted"
 
 
-
-
 class SetupError(TurnkitError):
     """A command-line option that cannot be used; the message says what to do."""
 
