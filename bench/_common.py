@@ -22,7 +22,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import StructuredTool
 
 from turnkit import Registry, Settings, Tool
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
 from turnkit.testing import ScriptedModel
 
 __all__ = [

@@ -38,8 +38,8 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     from bench import _common
 
 from turnkit import Caller, Registry, StaticPermissions, ThreadBusy, Tool
+from turnkit.executor.executor import Executor
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.registry.executor import Executor
 from turnkit.storage import open_async_storage
 
 ORDERS = (
@@ -58,7 +58,7 @@ class Orders:
     def __init__(self, url: str) -> None:
         from psycopg_pool import ConnectionPool
 
-        from turnkit.registry.ledger.urls import postgres_target
+        from turnkit.ledger.urls import postgres_target
 
         target = postgres_target(url)  # behind a pooler: no prepared statements
         self.pool = ConnectionPool(

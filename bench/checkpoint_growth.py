@@ -13,7 +13,7 @@ next to ``create_agent`` with the same saver, tool and model. Bytes per round "d
 the mean of the last 10 rounds is at most 1.25x the mean of rounds 11-20 (means, since a saver or
 channel may store a full snapshot every so many rounds).
 
-turnkit keeps its messages in a ``DeltaChannel`` (``turnkit.turn.history``): a checkpoint stores a
+turnkit keeps its messages in a ``DeltaChannel`` (``turnkit.nodes.history``): a checkpoint stores a
 round's new messages, and a run that loads the thread replays the writes since the last snapshot.
 So that the bytes saved are not paid for in time, the mean time per turn of rounds 1-10 and of the
 last 10 rounds is reported too (wall time of ``invoke``, loading the thread included).
@@ -43,8 +43,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from turnkit import Caller, Registry, Tool
+from turnkit.executor.executor import Executor
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.registry.executor import Executor
 from turnkit.storage import open_storage
 
 SCENARIO = "checkpoint_growth"

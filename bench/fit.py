@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from turnkit.nodes.tools import fit
+from turnkit.turn.tools import fit
 
 SCENARIO = "fit"
 LIMIT = 20_000

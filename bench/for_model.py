@@ -26,8 +26,8 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     from bench import _common
 
 from turnkit import Caller, Registry, StaticPermissions, Tool
-from turnkit.nodes.tools import for_model
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
+from turnkit.turn.tools import for_model
 
 SCENARIO = "for_model"
 TOOLS, MODULES = 10_000, 100

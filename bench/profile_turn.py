@@ -36,9 +36,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.turn_overhead import CONTEXT, QUESTION, SESSION
 from turnkit.graph import build_turn_graph
-from turnkit.registry.ledger import Ledger
+from turnkit.ledger import Ledger
 from turnkit.storage import open_storage
-from turnkit.turn.leases import give_back, take
+from turnkit.threads.leases import give_back, take
 
 METHODS = [
     name

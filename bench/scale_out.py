@@ -215,7 +215,7 @@ def _connect(url: str) -> Any:
     """A connection of the driver's own to ``url`` (turnkit's URL options taken out)."""
     import psycopg
 
-    from turnkit.registry.ledger.urls import postgres_target
+    from turnkit.ledger.urls import postgres_target
 
     return psycopg.connect(postgres_target(url).conninfo, autocommit=True)
 

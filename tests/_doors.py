@@ -22,10 +22,10 @@ import httpx
 from _serving import uvicorn_serving
 from _shop import Shop
 from turnkit import Registry
-from turnkit.registry.confirmations import DECIDE_SCOPE
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger import open_ledger
-from turnkit.registry.ledger.keys import ApiKey
+from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.executor import Executor
+from turnkit.ledger import open_ledger
+from turnkit.ledger.keys import ApiKey
 from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 

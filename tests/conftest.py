@@ -29,8 +29,8 @@ from _openai_server import OpenAIServer
 from _pgbouncer import PgBouncer
 from _shop import Shop
 from turnkit import Caller, Registry, StaticPermissions
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger import Ledger, open_ledger
+from turnkit.executor.executor import Executor
+from turnkit.ledger import Ledger, open_ledger
 from turnkit.registry.settings import Settings
 
 POSTGRES_ENV = "TURNKIT_TEST_POSTGRES_URL"

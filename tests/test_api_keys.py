@@ -9,8 +9,8 @@ import pytest
 
 from turnkit import Caller
 from turnkit.errors import CallerError
-from turnkit.registry.ledger import open_ledger
-from turnkit.registry.ledger.keys import looks_like_key
+from turnkit.ledger import open_ledger
+from turnkit.ledger.keys import looks_like_key
 
 
 @pytest.fixture

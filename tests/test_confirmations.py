@@ -9,7 +9,7 @@ import pytest
 import _workers
 from _shop import prices
 from turnkit import Caller, Decision
-from turnkit.registry.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE
 
 
 @pytest.fixture

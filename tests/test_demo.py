@@ -26,9 +26,9 @@ from turnkit.demo import (
     scripted_demo_model,
 )
 from turnkit.demo.model import LABEL, LIST_TOOL, SET_PRICES_TOOL
+from turnkit.executor.executor import Executor
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.nodes.tools import for_model
-from turnkit.registry.executor import Executor
+from turnkit.turn.tools import for_model
 
 READ = "catalogue.products:read"
 WRITE = "catalogue.products:write"

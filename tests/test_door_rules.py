@@ -14,8 +14,8 @@ import pytest
 
 from _shop import Shop, prices
 from turnkit import Caller, Registry
+from turnkit.executor.executor import Executor
 from turnkit.registry.declaration import fingerprint, handler_ref
-from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 
 

@@ -141,7 +141,7 @@ def test_an_executor_without_a_ledger_leaves_no_folder_behind(tmp_path, monkeypa
     import tempfile
 
     from turnkit import chat
-    from turnkit.registry.ledger import MemoryLedger
+    from turnkit.ledger import MemoryLedger
     from turnkit.testing import ScriptedModel
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

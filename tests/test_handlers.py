@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from turnkit import Caller, Registry
+from turnkit.executor.executor import Executor
 from turnkit.registry.context import CallContext
-from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
 
 TIMEOUT = 0.2
@@ -67,7 +67,7 @@ def release() -> Iterator[threading.Event]:
 def lab_ledger(request, ledger) -> Any:
     """The test's ledger (SQLite file, PostgreSQL), or a ``MemoryLedger``: async calls then stay
     on the event loop and hand a sync handler to the handler pool from there."""
-    from turnkit.registry.ledger import MemoryLedger
+    from turnkit.ledger import MemoryLedger
 
     return ledger if request.param == "given" else MemoryLedger()
 

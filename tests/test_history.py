@@ -31,9 +31,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from turnkit import Caller, Executor, Registry
 from turnkit.graph import TurnContext, build_turn_graph
+from turnkit.nodes.history import fold_messages, message_id
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ReplyModel
-from turnkit.turn.history import fold_messages, message_id
 
 AI_CALL = AIMessage(
     "",

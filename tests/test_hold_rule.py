@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnkit import Caller, Tool
-from turnkit.registry._steps import needs_hold
+from turnkit.executor.steps import needs_hold
 from turnkit.registry.context import CallContext
 from turnkit.registry.settings import Settings
 

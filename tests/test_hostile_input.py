@@ -11,7 +11,7 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Registry
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
 from turnkit.registry.settings import Settings
 
 TEN_MB = 10 * 1024 * 1024

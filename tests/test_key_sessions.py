@@ -10,8 +10,8 @@ import sqlite3
 import pytest
 
 import _workers
-from turnkit.registry.ledger import Ledger, open_ledger
-from turnkit.registry.ledger.keys import SESSION_TOUCH, ApiKeys
+from turnkit.ledger import Ledger, open_ledger
+from turnkit.ledger.keys import SESSION_TOUCH, ApiKeys
 
 NOW = 1_800_000_000.0
 IDLE = 600.0

@@ -1,5 +1,5 @@
 """The ledger's thread leases: lock rows that expire on SQLite, advisory locks on PostgreSQL,
-memory for a checkpointer that lives in one process (``turnkit.registry.ledger.leases``)."""
+memory for a checkpointer that lives in one process (``turnkit.ledger.leases``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from conftest import postgres_url
-from turnkit.registry.ledger import open_ledger
-from turnkit.registry.ledger.leases import HOLDER, LocalLeases
+from turnkit.ledger import open_ledger
+from turnkit.ledger.leases import HOLDER, LocalLeases
 
 
 @pytest.fixture
@@ -40,13 +40,13 @@ def test_a_sqlite_lease_is_one_holders_until_released_and_each_taking_has_a_new_
     assert leases.holder("t") == f"{HOLDER}#1"
     assert leases.take("other") is not None  # per thread
     assert first.vouched()
-    assert first.confirm()
+    assert first.recheck()
     leases.release(first)
     assert leases.holder("t") is None
     second = leases.take("t")
     assert second is not None
     assert second.token == 2
-    assert not first.confirm()  # an old taking's token is never current again
+    assert not first.recheck()  # an old taking's token is never current again
 
 
 def test_a_renewal_that_comes_after_the_release_does_not_take_the_lease_back(sqlite):
@@ -72,7 +72,7 @@ def test_a_sqlite_lease_expires_unless_renewed_and_a_taken_over_one_cannot_renew
     other = leases.take("t")  # ...and another run may take it
     assert other is not None
     assert other.token == lease.token + 1
-    assert not lease.confirm()
+    assert not lease.recheck()
     assert not leases.renew(lease)
 
 
@@ -82,7 +82,7 @@ def test_a_sqlite_lease_past_its_expiry_that_nobody_took_is_renewed_by_its_check
     assert lease is not None
     time.sleep(0.4)
     assert not lease.vouched()
-    assert lease.confirm()  # same token: nobody took the thread, so the run may go on
+    assert lease.recheck()  # same token: nobody took the thread, so the run may go on
     assert lease.vouched()
 
 
@@ -162,7 +162,7 @@ def test_a_postgres_lease_whose_session_ended_is_lost_and_the_thread_free(postgr
     while held.vouched() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not held.vouched()
-    assert not held.confirm()
+    assert not held.recheck()
     taken = second.thread_leases().take("t")
     assert taken is not None
     first.thread_leases().release(held)  # a dead session's release is quiet
@@ -204,7 +204,7 @@ def test_a_taking_cancelled_while_it_asks_gives_back_what_it_won(sqlite):
     import asyncio
     import threading
 
-    from turnkit.turn.leases import atake
+    from turnkit.threads.leases import atake
 
     leases = sqlite.thread_leases(ttl=30)
     asking, answered = threading.Event(), threading.Event()

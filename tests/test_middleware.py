@@ -14,10 +14,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from _shop import prices
-from turnkit import Caller, Decision, ResumeError
+from turnkit import Caller, Decision, MissingCallerError, ResumeError
 from turnkit.graph import TurnContext
 from turnkit.middleware import TurnkitMiddleware
-from turnkit.nodes.bound import MissingCallerError
 from turnkit.testing import ScriptedModel
 
 ALICE = TurnContext(caller=Caller.session("alice"))

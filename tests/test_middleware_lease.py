@@ -15,9 +15,9 @@ from langchain_core.messages import HumanMessage
 from conftest import postgres_url
 from turnkit import Caller, Executor, Registry, ThreadBusy, TurnkitMiddleware
 from turnkit.graph import TurnContext, with_thread_leases
-from turnkit.graph.turn_graph import TurnGraph
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
+from turnkit.threads.turn_graph import TurnGraph
 
 ALICE = TurnContext(caller=Caller.session("alice"))
 CONFIG = {"configurable": {"thread_id": "agent-thread"}}

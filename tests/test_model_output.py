@@ -251,7 +251,7 @@ def test_long_call_ids_that_share_their_first_255_characters_are_two_writes(turn
 
 
 def test_an_idempotency_key_is_never_cut_and_names_its_thread_when_it_fits():
-    from turnkit.nodes.execute import idempotency_key, thread_of
+    from turnkit.turn.keys import idempotency_key, thread_of
 
     def key(thread: str, call_id: str) -> str:
         found = idempotency_key(thread, {"message_id": "m", "id": call_id})  # type: ignore[typeddict-item]

@@ -19,8 +19,8 @@ from _shop import Shop, prices
 from _spawn import SPAWN
 from turnkit import Caller, Executor, Registry, StorageError
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.registry.ledger import open_ledger
-from turnkit.registry.ledger.urls import postgres_target
+from turnkit.ledger import open_ledger
+from turnkit.ledger.urls import postgres_target
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
 
@@ -225,8 +225,8 @@ def test_without_the_option_prepared_statements_break_behind_pgbouncer(pgbouncer
 
 
 def test_behind_the_pooler_leases_are_rows_and_exclude_across_ledgers(url):
-    from turnkit.registry.ledger.leases import ThreadLeases
-    from turnkit.registry.ledger.postgres import PostgresLeases
+    from turnkit.ledger.leases import ThreadLeases
+    from turnkit.ledger.postgres import PostgresLeases
 
     first, second = open_ledger(url), open_ledger(url)
     try:

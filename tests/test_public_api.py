@@ -21,6 +21,7 @@ EXPECTED = [
     "LeaseLost",
     "Ledger",
     "MemoryLedger",
+    "MissingCallerError",
     "ModelError",
     "Module",
     "ModuleError",

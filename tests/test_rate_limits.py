@@ -17,8 +17,8 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Registry
-from turnkit.registry._steps import window_start
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
+from turnkit.executor.steps import window_start
 from turnkit.registry.settings import Settings
 
 WINDOW = 60.0

@@ -13,8 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from _shop import prices
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.nodes.execute import idempotency_key
 from turnkit.testing import ScriptedModel
+from turnkit.turn.keys import idempotency_key
 
 ALICE = TurnContext(caller=Caller.session("alice"))
 CONFIG = {"configurable": {"thread_id": "stopped"}}

@@ -18,9 +18,9 @@ import pytest
 from _shop import prices
 from test_cli import TURNKIT, env
 from turnkit import Caller
-from turnkit.registry._steps import window_start
-from turnkit.registry.ledger import MemoryLedger, open_ledger
-from turnkit.registry.ledger.retention import Pruned, prune
+from turnkit.executor.steps import window_start
+from turnkit.ledger import MemoryLedger, open_ledger
+from turnkit.ledger.retention import Pruned, prune
 
 DAY = 86400.0
 

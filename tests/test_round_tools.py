@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnkit import Tool
-from turnkit.nodes.tools import FIT_MINIMUM, arguments, fit, for_model, held, held_result
+from turnkit.turn.tools import FIT_MINIMUM, arguments, fit, for_model, held, held_result
 
 
 def _compact(value) -> str:

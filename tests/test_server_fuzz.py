@@ -33,7 +33,7 @@ from _serving import uvicorn_serving
 from _shop import prices
 from test_server_rest import PROBLEM
 from turnkit import Registry
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
 from turnkit.server import create_app
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'

@@ -31,9 +31,9 @@ from starlette.routing import Route
 from _serving import uvicorn_serving
 from _shop import prices
 from turnkit import Registry
-from turnkit.registry.confirmations import DECIDE_SCOPE
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.registry.names import model_name
 from turnkit.registry.settings import Settings
 from turnkit.server import create_app

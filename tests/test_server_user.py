@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from turnkit import Caller, CallerError
+from turnkit import Caller, CallerError, MissingCallerError
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.nodes.bound import MissingCallerError
 from turnkit.testing import ScriptedModel
 from turnkit.turn.server_user import KEY_FIELD, caller_of_user
 

@@ -26,7 +26,7 @@ from langgraph.types import Command
 from _shop import Shop, prices
 from turnkit import Caller, Executor, Registry, StorageError
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.registry.ledger import open_ledger
+from turnkit.ledger import open_ledger
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
 

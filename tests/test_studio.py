@@ -31,8 +31,8 @@ from _studio import (
     wait_until_ready,
 )
 from turnkit.demo import ledger_path
-from turnkit.registry.confirmations import DECIDE_SCOPE
-from turnkit.registry.ledger import open_ledger
+from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -23,11 +23,11 @@ from langgraph.types import Command
 from _modes import Turns
 from turnkit import AgentBusy, Caller, LeaseLost, ThreadBusy
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.graph.fenced import FencedSaver
-from turnkit.graph.turn_graph import TurnGraph
 from turnkit.storage import open_storage
 from turnkit.testing import ScriptedModel
-from turnkit.turn.leases import lease_of
+from turnkit.threads.fenced import FencedSaver
+from turnkit.threads.leases import lease_of
+from turnkit.threads.turn_graph import TurnGraph
 
 ALICE = TurnContext(caller=Caller.session("alice"))
 LIST = {"tool_calls": [{"name": "shop_list_products", "args": {}}]}
@@ -275,8 +275,8 @@ def test_an_in_process_saver_writes_straight_through(shop, rights, monkeypatch):
     their runs, so its writes are neither fenced nor held back (the lease is still taken: a
     second run of a busy thread is refused, see above)."""
     from turnkit import Executor, Registry
-    from turnkit.graph import fenced as fenced_module
-    from turnkit.graph.fenced import InProcessSaver
+    from turnkit.threads import fenced as fenced_module
+    from turnkit.threads.fenced import InProcessSaver
 
     def refuse(config: Any) -> None:
         raise AssertionError("an in-process saver's write was fenced")

@@ -10,12 +10,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from _shop import prices
-from turnkit import Caller, Decision, Executor, Registry, ResumeError
+from turnkit import Caller, Decision, Executor, MissingCallerError, Registry, ResumeError
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.nodes.bound import MissingCallerError
-from turnkit.nodes.execute import idempotency_key
 from turnkit.registry.settings import Settings
 from turnkit.testing import ScriptedModel
+from turnkit.turn.keys import idempotency_key
 
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
 ALICE = TurnContext(caller=Caller.session("alice"))

@@ -17,8 +17,8 @@ from langgraph.types import Command
 from _shop import prices
 from turnkit import Caller
 from turnkit.graph import TurnContext, build, routing
+from turnkit.graph.views import VIEWS
 from turnkit.testing import ScriptedModel
-from turnkit.turn.views import VIEWS
 
 ALICE = TurnContext(caller=Caller.session("alice"))
 NODES = {

@@ -15,7 +15,7 @@ from _doors import csrf_of
 from _serving import uvicorn_serving
 from _shop import prices
 from turnkit import Caller, Executor, Registry
-from turnkit.registry.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.server import create_app
 
 ALICE = Caller.session("alice")

@@ -16,6 +16,7 @@ from turnkit.errors import (
     CallerError,
     ConfigError,
     LeaseLost,
+    MissingCallerError,
     ModelError,
     ModuleError,
     ProviderError,
@@ -28,31 +29,26 @@ from turnkit.errors import (
     TurnkitError,
     UnknownToolError,
 )
+from turnkit.executor import Decision, Executor
+from turnkit.ledger import Confirmation, Ledger, MemoryLedger, SqliteLedger, open_ledger
+from turnkit.ledger.postgres import PostgresLedger
 from turnkit.registry import (
     CONTROL_FIELDS,
     Annotations,
     CallContext,
     Caller,
     CompiledSchema,
-    Confirmation,
-    Decision,
-    Executor,
-    Ledger,
-    MemoryLedger,
     Module,
     ModuleWarning,
     PermissionProvider,
-    PostgresLedger,
     Registry,
     Settings,
-    SqliteLedger,
     StaticPermissions,
     Tool,
     Violation,
     check_schema,
     model_name,
     model_names,
-    open_ledger,
     validate,
 )
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
@@ -112,6 +108,7 @@ __all__ = [
     "LeaseLost",
     "Ledger",
     "MemoryLedger",
+    "MissingCallerError",
     "ModelError",
     "Module",
     "ModuleError",

@@ -9,8 +9,23 @@ from __future__ import annotations
 from langchain_core.tracers._streaming import _StreamingCallbackHandler as StreamingHandler
 from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-__all__ = ["CONFIG_KEY_DURABILITY", "RunnableCallable", "StreamingHandler"]
+__all__ = ["CONFIG_KEY_DURABILITY", "RunnableCallable", "StreamingHandler", "unstorable"]
+
+_SERDE = JsonPlusSerializer()
+
+
+def unstorable(value: object) -> str | None:
+    """Why LangGraph's checkpoint serializer cannot store ``value`` (an object that is not plain
+    JSON data), or None when it can. ``turnkit.turn`` imports no LangGraph, so the node and the
+    middleware hand this to ``model_reply.checked_reply``."""
+    try:
+        _SERDE.dumps_typed(value)
+    except Exception as exc:  # any failure means a checkpointer would fail on it too
+        return f"{type(value).__name__} cannot be stored ({str(exc)[:80]})"
+    return None
+
 
 # CONFIG_KEY_DURABILITY: the graph's default durability, set with ``with_config`` (a compiled
 #   graph has no public setting for it; a run may still pass its own).
@@ -18,4 +33,4 @@ __all__ = ["CONFIG_KEY_DURABILITY", "RunnableCallable", "StreamingHandler"]
 #   node: ~15 µs a step), as LangGraph builds its own nodes.
 # StreamingHandler: the mark of a callback handler that makes LangChain stream a model call
 #   (LangGraph's ``messages`` stream mode); such a call's tool-call text is merged leniently, so
-#   ``call_model`` records it only then (``turnkit.nodes.model_reply``).
+#   ``call_model`` records it only then (``turnkit.turn.model_reply``).

@@ -67,7 +67,7 @@ class ModuleError(TurnkitError, TypeError):
 
 class ThreadBusy(TurnkitError, RuntimeError):
     """Another run holds the lease on this thread: in this process or in another one that
-    shares the ledger's database (one writer per thread, see ``turnkit.turn.leases``).
+    shares the ledger's database (one writer per thread, see ``turnkit.threads.leases``).
 
     ``thread_id`` names the thread; ``holder`` says who holds it when that is known (a
     ``host:pid`` and the run's token), else ``None``. Wait for that run, or pass a
@@ -118,6 +118,11 @@ class UnknownToolError(TurnkitError, LookupError):
         shown = ", ".join(repr(n) for n in known[:20]) or "none"
         more = f" (and {len(known) - 20} more)" if len(known) > 20 else ""
         super().__init__(f"no tool named {name!r} is registered; registered tools: {shown}{more}")
+
+
+class MissingCallerError(TurnkitError, ValueError):
+    """A turn was started without a caller and the graph has no default caller: pass
+    ``context=TurnContext(caller=...)``, or sign the request in on LangGraph's server."""
 
 
 class ResumeError(TurnkitError, ValueError):

@@ -46,15 +46,15 @@ from turnkit.agent.streaming import (
 )
 from turnkit.agent.structured import instruction, parse
 from turnkit.errors import AgentBusy, AgentTimeout, ResumeError, ThreadBusy
+from turnkit.executor.executor import Executor, no_permissions
 from turnkit.graph.build import build_turn_graph
-from turnkit.nodes.decisions import HOW_TO_RESUME, unstorable
-from turnkit.nodes.recovery import recovered, unanswered
 from turnkit.registry.caller import Caller, PermissionProvider
-from turnkit.registry.executor import Executor, no_permissions
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.storage import AsyncStorage, open_async_storage
 from turnkit.turn.context import TurnContext
+from turnkit.turn.decisions import HOW_TO_RESUME, unstorable
+from turnkit.turn.recovery import recovered, unanswered
 
 __all__ = ["AGENT_CALLER", "Agent", "AgentPool", "chat"]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from langchain_core.tools import StructuredTool
 
+from turnkit.executor.executor import Executor
 from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor
 from turnkit.registry.names import model_name
 from turnkit.registry.visibility import Allow
 

@@ -25,17 +25,15 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, Protocol, get_args
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
-from turnkit.agent._portal import CANCEL_WAIT
+from turnkit.agent._portal import CANCEL_WAIT, Portal
 from turnkit.agent.response import Response
-
-if TYPE_CHECKING:
-    from turnkit.agent._agent import Agent
 
 __all__ = ["AsyncTurnStream", "Emit", "Streaming", "TurnStream", "stream_modes", "streamed"]
 
@@ -43,6 +41,20 @@ Emit = Callable[[Any], None]
 """Where a streamed run puts each chunk the caller asked for."""
 Run = Callable[..., Coroutine[Any, Any, Response]]
 """A turn, given ``streaming=``: ``Agent._prompt`` with its text bound."""
+
+
+class Runner(Protocol):
+    """What a stream needs of its ``Agent``: held while its turn runs, on the agent's portal,
+    within a time limit."""
+
+    @property
+    def _portal(self) -> Portal: ...
+
+    def _busy(self) -> AbstractContextManager[None]: ...
+
+    def _timed(
+        self, run: Callable[[], Coroutine[Any, Any, Response]], timeout: float
+    ) -> Coroutine[Any, Any, Response]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +117,7 @@ class _Stream:
         self,
         run: Run,
         *,
-        agent: Agent,
+        agent: Runner,
         stream_mode: StreamMode | list[StreamMode],
         timeout: float,
     ) -> None:

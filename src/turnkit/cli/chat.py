@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from turnkit.cli import render
 from turnkit.errors import LeaseLost, ThreadBusy
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
 from turnkit.registry.json_limits import json_problem
 from turnkit.turn.context import TurnContext
 

@@ -35,10 +35,10 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.cli.session import Session
-from turnkit.registry import answers
+from turnkit.executor import answers
+from turnkit.executor.confirmations import CONFIRM_ANY
+from turnkit.ledger import Confirmation
 from turnkit.registry.caller import Caller
-from turnkit.registry.confirmations import CONFIRM_ANY
-from turnkit.registry.ledger import Confirmation
 
 app = typer.Typer(help="List and decide writes that wait for a person.", no_args_is_help=True)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from turnkit.registry.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.registry.tool import Tool
 
 __all__ = ["SYSTEM_SCOPES", "UNCHECKED", "key_warnings"]

@@ -31,7 +31,7 @@ from turnkit.cli.options import (
     records,
 )
 from turnkit.cli.session import registry_of
-from turnkit.registry.ledger.records import iso
+from turnkit.ledger.records import iso
 from turnkit.registry.tool import Tool
 
 app = typer.Typer(help="API keys for REST and MCP callers.", no_args_is_help=True)

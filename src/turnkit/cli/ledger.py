@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from turnkit.cli.options import Db, console, records
-from turnkit.registry.ledger.retention import prune as prune_ledger
+from turnkit.ledger.retention import prune as prune_ledger
 
 app = typer.Typer(help="Keep the ledger's database small.", no_args_is_help=True)
 

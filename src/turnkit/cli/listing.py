@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from turnkit.cli.session import SetupError
+from turnkit.executor.executor import Executor
 from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor
 from turnkit.registry.names import model_name
 
 

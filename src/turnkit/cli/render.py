@@ -14,8 +14,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from turnkit.nodes.execute import thread_of
-from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.ledger.records import Confirmation, iso
+from turnkit.turn.keys import thread_of
 
 WIDTH = 160
 

@@ -26,7 +26,7 @@ from turnkit.cli.options import (
     console,
     session,
 )
-from turnkit.registry.ledger.urls import shown
+from turnkit.ledger.urls import shown
 from turnkit.registry.settings import Settings
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def app_from_environment() -> ASGIApp:
     atexit.register(opened.close)
     if opened.demo and opened.granted is not None:  # the demo's one person decides every hold,
         from turnkit.demo import DEMO_USER  # as beside the Studio graph (turnkit.demo.server)
-        from turnkit.registry.confirmations import CONFIRM_ANY
+        from turnkit.executor.confirmations import CONFIRM_ANY
 
         opened.granted.grant(DEMO_USER, CONFIRM_ANY)
     return create_app(opened.executor, **app_options)

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from turnkit.errors import TurnkitError
+from turnkit.executor.door import SWITCH
+from turnkit.executor.executor import Executor
 from turnkit.registry.caller import (
     Caller,
     PermissionProvider,
     StaticPermissions,
     permissions_now,
 )
-from turnkit.registry.door import SWITCH
-from turnkit.registry.executor import Executor
 from turnkit.registry.references import instance_of, resolve
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings

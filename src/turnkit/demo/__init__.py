@@ -22,11 +22,12 @@ import dataclasses
 import os
 from pathlib import Path
 
-from turnkit.demo.catalogue import CATEGORIES, PRODUCTS, Catalogue
+from turnkit.demo.catalogue import Catalogue
+from turnkit.demo.data import CATEGORIES, PRODUCTS
 from turnkit.demo.model import ScriptedDemoModel, scripted_demo_model
+from turnkit.executor.executor import Executor
+from turnkit.ledger import open_ledger
 from turnkit.registry.caller import Caller, PermissionProvider, StaticPermissions
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger import open_ledger
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 

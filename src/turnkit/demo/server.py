@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from turnkit.demo import DEMO_USER
 from turnkit.demo.studio import deployment
+from turnkit.executor.confirmations import CONFIRM_ANY
+from turnkit.executor.executor import Executor
 from turnkit.registry.caller import StaticPermissions
-from turnkit.registry.confirmations import CONFIRM_ANY
-from turnkit.registry.executor import Executor
 
 __all__ = ["app"]
 

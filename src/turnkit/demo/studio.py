@@ -29,8 +29,8 @@ from langgraph.graph.state import CompiledStateGraph
 
 from turnkit.demo import DEMO_CALLER, demo_executor, scripted_demo_model
 from turnkit.deploy.deployment import Deployment
+from turnkit.executor.executor import Executor
 from turnkit.graph.build import build_turn_graph
-from turnkit.registry.executor import Executor
 
 __all__ = [
     "DEFAULT_DB",

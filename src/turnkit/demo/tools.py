@@ -8,12 +8,11 @@ the person's confirmation.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from turnkit.demo.catalogue import Catalogue
+from turnkit.demo.data import CATEGORIES
 
-__all__ = ["MAX_PRICES", "PAGE_MAX", "SKU_PATTERN", "declarations"]
+__all__ = ["MAX_PRICES", "PAGE_MAX", "SKU_PATTERN", "Handlers", "declarations"]
 
 SKU_PATTERN = "^[A-Z]{3}-[0-9]{4}$"
 """A sku: three capital letters, a dash, four digits (``TEA-0001``)."""
@@ -145,9 +144,20 @@ _DELETE_OUTPUT = {
 }
 
 
-def declarations(catalogue: Catalogue) -> list[dict[str, Any]]:
+class Handlers(Protocol):
+    """The handlers of the four tools (``Catalogue``'s methods)."""
+
+    def list_products(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
+
+    def get_product(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
+
+    def set_prices(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
+
+    def delete_product(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
+
+
+def declarations(catalogue: Handlers) -> list[dict[str, Any]]:
     """The tools of ``catalogue`` as declaration dicts, handlers bound to it."""
-    from turnkit.demo.catalogue import CATEGORIES
 
     return [
         {

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from turnkit.registry.executor import Executor
+from turnkit.executor.executor import Executor
 
 __all__ = ["Forward", "deferred_app"]
 

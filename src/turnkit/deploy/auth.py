@@ -24,7 +24,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from turnkit.deploy.deployment import Deployment
-from turnkit.registry.ledger.keys import looks_like_key
+from turnkit.ledger.keys import looks_like_key
 from turnkit.turn.server_user import KEY_FIELD
 
 __all__ = ["OWNER", "SessionCheck", "bearer_token", "key_user", "owner_only", "turnkit_auth"]

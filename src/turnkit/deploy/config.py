@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkit.errors import ConfigError, StorageError
+from turnkit.ledger.urls import ACCEPTED, parse_url
 from turnkit.registry.caller import PermissionProvider
-from turnkit.registry.ledger.urls import ACCEPTED, parse_url
 from turnkit.registry.references import instance_of, resolve
 
 __all__ = [
@@ -47,6 +47,9 @@ DEFAULT_MODEL = "gpt-4o-mini"
 """The model asked of OpenAI or ``OPENAI_BASE_URL``'s server when ``TURNKIT_MODEL`` is not set."""
 SCRIPTED = "scripted"
 """``TURNKIT_MODEL=scripted``: the demo's scripted model (offline; for trying a deployment)."""
+_SCRIPTED_MODEL = "turnkit.demo:scripted_demo_model"
+"""Where ``SCRIPTED`` comes from, named as ``langgraph.json`` names a graph rather than imported:
+the demo is built on this package (its Studio graph is a ``Deployment``), not under it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,9 +185,7 @@ def load_model(name: str) -> Any:
             for an OpenAI name, an unknown provider, ...
     """
     if name == SCRIPTED:
-        from turnkit.demo import scripted_demo_model
-
-        return scripted_demo_model()
+        return resolve(_SCRIPTED_MODEL)()
     from turnkit.agent.models import resolve_model  # langchain-openai costs ~2 s: only now
 
     return resolve_model(name if ":" in name else f"openai:{name}")

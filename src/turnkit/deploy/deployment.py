@@ -24,10 +24,10 @@ from langgraph.graph.state import CompiledStateGraph
 
 from turnkit.deploy.config import DeployConfig, load_model, load_modules, load_permissions
 from turnkit.errors import ConfigError, StorageError
+from turnkit.executor.executor import Executor, no_permissions
 from turnkit.graph.build import build_turn_graph
+from turnkit.ledger import open_ledger
 from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor, no_permissions
-from turnkit.registry.ledger import open_ledger
 from turnkit.registry.registry import Registry
 
 if TYPE_CHECKING:

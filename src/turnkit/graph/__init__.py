@@ -5,8 +5,9 @@ graph built elsewhere, the routes (``routing``), and the state and context types
 from __future__ import annotations
 
 from turnkit.graph.build import build_turn_graph, builder, with_thread_leases
+from turnkit.nodes.state import TurnOutput, TurnState
 from turnkit.turn.context import TurnContext
-from turnkit.turn.state import HeldCall, PendingCall, TurnOutput, TurnState
+from turnkit.turn.state import HeldCall, PendingCall
 
 __all__ = [
     "HeldCall",

@@ -19,24 +19,24 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Durability
 
 from turnkit._compat import CONFIG_KEY_DURABILITY, RunnableCallable
+from turnkit.executor.executor import Executor
 from turnkit.graph import routing
-from turnkit.graph.fenced import durable
-from turnkit.graph.turn_graph import BUSY_TIMEOUT_KEY, TurnGraph
+from turnkit.graph.views import VIEWS
+from turnkit.ledger import Ledger
 from turnkit.nodes.await_confirmation import aawait_confirmation, await_confirmation
-from turnkit.nodes.bound import Bound
 from turnkit.nodes.call_model import acall_model, call_model
 from turnkit.nodes.execute import aexecute, execute
 from turnkit.nodes.fit_results import fit_results
 from turnkit.nodes.list_tools import alist_tools, list_tools
+from turnkit.nodes.state import TurnOutput, TurnState
 from turnkit.nodes.validate_args import validate_args
 from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger import Ledger
 from turnkit.registry.settings import Settings
+from turnkit.threads.fenced import durable
+from turnkit.threads.leases import Leases
+from turnkit.threads.turn_graph import BUSY_TIMEOUT_KEY, TurnGraph
+from turnkit.turn.bound import Bound
 from turnkit.turn.context import TurnContext
-from turnkit.turn.leases import Leases
-from turnkit.turn.state import TurnOutput, TurnState
-from turnkit.turn.views import VIEWS
 
 __all__ = ["build_turn_graph", "builder", "leased", "with_thread_leases"]
 
@@ -172,7 +172,7 @@ def leased(
 ) -> TurnGraph:
     """``compiled`` as a ``TurnGraph`` whose runs take their thread's lease from ``leases``
     (now, or when a server attaches its checkpointer). ``holds_checkpoints``: its nodes settle
-    the run (``turnkit.turn.leases.settle_run``) before they act, so its checkpoints may wait."""
+    the run (``turnkit.threads.leases.settle_run``) before they act, so its checkpoints may wait."""
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
     return TurnGraph(thread_leases=leases, holds_checkpoints=holds_checkpoints, **attrs)
 

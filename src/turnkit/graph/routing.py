@@ -12,8 +12,8 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage
 
-from turnkit.nodes.messages import last_ai
-from turnkit.turn.views import Calls, Held, Messages
+from turnkit.graph.views import Calls, Held, Messages
+from turnkit.turn.messages import last_ai
 
 __all__ = ["after_confirmation", "after_model", "after_results", "after_validation"]
 

@@ -34,16 +34,17 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from turnkit._compat import unstorable
+from turnkit.executor.executor import Executor
 from turnkit.middleware import holds
 from turnkit.middleware.tool_calls import Run, finish, placeholders, prepare
-from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import call_names, error_answer, last_ai, tool_message
-from turnkit.nodes.model_reply import checked_reply
-from turnkit.nodes.tools import for_model
-from turnkit.nodes.validate_args import unparsed
 from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor
 from turnkit.registry.settings import Settings
+from turnkit.turn.bound import Bound
+from turnkit.turn.checks import unparsed
+from turnkit.turn.messages import call_names, error_answer, last_ai, tool_message
+from turnkit.turn.model_reply import checked_reply
+from turnkit.turn.tools import for_model
 
 __all__ = ["TurnkitMiddleware"]
 
@@ -99,10 +100,12 @@ class TurnkitMiddleware(AgentMiddleware):
 
     def _checked(self, request: ModelRequest, response: Any) -> Any:
         if isinstance(response, AIMessage):
-            return checked_reply(response, request.messages)
+            return checked_reply(response, request.messages, unstorable=unstorable)
         if isinstance(response, ModelResponse):
             response.result = [
-                checked_reply(m, request.messages) if isinstance(m, AIMessage) else m
+                checked_reply(m, request.messages, unstorable=unstorable)
+                if isinstance(m, AIMessage)
+                else m
                 for m in response.result
             ]
         return response

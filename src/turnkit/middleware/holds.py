@@ -19,11 +19,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from turnkit.middleware.tool_calls import HELD_KEY
-from turnkit.nodes.await_confirmation import ask_decisions, note_outcome, split_held
-from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import answered, tool_message
+from turnkit.turn.bound import Bound
+from turnkit.turn.held import ask_decisions, note_outcome, split_held
+from turnkit.turn.messages import answered, tool_message
 from turnkit.turn.state import HeldCall
 
 __all__ = ["abefore_model", "before_model"]
@@ -45,7 +46,7 @@ def before_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, A
     if _this_round(pending, messages):
         caller, allow = bound.caller(runtime)
         for _ in range(MAX_ASKS):  # each pass is one interrupt; LangGraph resumes them in order
-            for cid, decision in ask_decisions(pending, held, bound).items():
+            for cid, decision in ask_decisions(pending, held, bound, interrupt).items():
                 answer = executor.confirm(cid, caller, decision, allow=allow)
                 note_outcome(cid, answer, executor.confirmation(cid), done, problems)
             pending = _still(pending, done, problems)
@@ -71,7 +72,7 @@ async def abefore_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict
     if _this_round(pending, messages):
         caller, allow = bound.caller(runtime)
         for _ in range(MAX_ASKS):  # each pass is one interrupt; LangGraph resumes them in order
-            for cid, decision in ask_decisions(pending, held, bound).items():
+            for cid, decision in ask_decisions(pending, held, bound, interrupt).items():
                 answer = await executor.aconfirm(cid, caller, decision, allow=allow)
                 note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
             pending = _still(pending, done, problems)

@@ -18,17 +18,17 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from turnkit.nodes.bound import Bound
-from turnkit.nodes.execute import idempotency_key
-from turnkit.nodes.messages import UNKNOWN_TOOL, answered, error_answer, tool_message
-from turnkit.nodes.tools import arguments, for_model, held
-from turnkit.nodes.validate_args import call_problem
-from turnkit.registry.answers import Answer
+from turnkit.executor.answers import Answer
 from turnkit.registry.caller import Caller
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
 from turnkit.registry.visibility import Allow
+from turnkit.turn.bound import Bound
+from turnkit.turn.checks import call_problem
+from turnkit.turn.keys import idempotency_key
+from turnkit.turn.messages import UNKNOWN_TOOL, answered, error_answer, tool_message
 from turnkit.turn.state import PendingCall
+from turnkit.turn.tools import arguments, for_model, held
 
 __all__ = ["HELD_KEY", "Run", "finish", "placeholders", "prepare"]
 

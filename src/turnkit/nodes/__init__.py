@@ -1,1 +1,3 @@
-"""The six graph nodes, one file each, and the pure pieces of a round (``tools.py``)."""
+"""The six nodes of the turn graph, one thin file each, over ``turnkit.turn``: ``list_tools``,
+``call_model``, ``validate_args``, ``await_confirmation``, ``execute``, ``fit_results``; and
+the graph's checkpointed state (``state``, with its ``messages`` channel in ``history``)."""

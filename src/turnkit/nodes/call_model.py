@@ -14,11 +14,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, message_chunk_to_
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from turnkit._compat import StreamingHandler
-from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import ROUND_LIMIT
-from turnkit.nodes.model_reply import StreamedArguments, checked_reply
-from turnkit.turn.state import TurnState
+from turnkit._compat import StreamingHandler, unstorable
+from turnkit.nodes.state import TurnState
+from turnkit.turn.bound import Bound
+from turnkit.turn.messages import ROUND_LIMIT
+from turnkit.turn.model_reply import StreamedArguments, checked_reply
 
 __all__ = ["acall_model", "call_model"]
 
@@ -92,7 +92,7 @@ def _reply(
     if isinstance(message, AIMessageChunk):  # a model that answers with a chunk: its calls were
         chunks = chunks or list(message.tool_call_chunks)  # merged leniently, like a stream's
         message = message_chunk_to_message(message)
-    checked = checked_reply(message, state["messages"], chunks)
+    checked = checked_reply(message, state["messages"], chunks, unstorable=unstorable)
     return {"messages": [checked], "round": rounds + 1}
 
 

@@ -14,46 +14,21 @@ stores, like a huge integer) never reaches the checkpoint.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from turnkit.nodes.bound import Bound
-from turnkit.nodes.messages import answered
-from turnkit.nodes.tools import held
-from turnkit.registry._steps import KEY_LIMIT
-from turnkit.turn.leases import asettle_run, settle_run
-from turnkit.turn.state import PendingCall, TurnState
+from turnkit.nodes.state import TurnState
+from turnkit.threads.leases import asettle_run, settle_run
+from turnkit.turn.bound import Bound
+from turnkit.turn.keys import idempotency_key
+from turnkit.turn.messages import answered
+from turnkit.turn.state import PendingCall
+from turnkit.turn.tools import held
 
-__all__ = ["aexecute", "execute", "idempotency_key", "thread_of"]
-
-
-def idempotency_key(thread_id: str | None, call: PendingCall) -> str | None:
-    """The key of one tool call of one thread; None without a thread (nothing to resume).
-
-    A key is at most 254 characters (the ledger keeps 255; a key of 255 was cut by an older
-    version): when the ids make it longer, the message and call ids — and, for a very long
-    thread id, the thread too — are replaced by their SHA-256, never cut, so two calls never share
-    a key."""
-    if not thread_id:
-        return None
-    key = f"turn:{thread_id}:{call['message_id']}:{call['id']}"
-    if len(key) < KEY_LIMIT:
-        return key
-    digest = hashlib.sha256(f"{thread_id}\0{call['message_id']}\0{call['id']}".encode()).hexdigest()
-    key = f"turn:{thread_id}:sha256:{digest}"
-    return key if len(key) < KEY_LIMIT else f"turn-sha256:{digest}"
-
-
-def thread_of(key: str | None) -> str | None:
-    """The thread of a call's ``idempotency_key`` when the turn graph made it, else None."""
-    if not key or not key.startswith("turn:") or len(key) >= KEY_LIMIT:  # an old cut key
-        return None
-    parts = key.removeprefix("turn:").rsplit(":", 2)
-    return parts[0] if len(parts) == 3 else None
+__all__ = ["aexecute", "execute"]
 
 
 def _control(runtime: Runtime[Any], call: PendingCall, bound: Bound) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from turnkit.nodes.messages import call_ids, call_names, last_ai, tool_message
-from turnkit.turn.state import HeldCall, TurnState
+from turnkit.nodes.state import TurnState
+from turnkit.turn.messages import call_ids, call_names, last_ai, tool_message
+from turnkit.turn.state import HeldCall
 
 __all__ = ["fit_results"]
 

@@ -16,17 +16,18 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from turnkit.nodes.bound import Bound
-from turnkit.nodes.execute import idempotency_key
-from turnkit.nodes.messages import answered, held_name, settled, tool_message
-from turnkit.nodes.recovery import recovered, unanswered
-from turnkit.nodes.tools import for_model
-from turnkit.nodes.tools import held as held_in
-from turnkit.registry.ledger import Confirmation
+from turnkit.ledger import Confirmation
+from turnkit.nodes.state import TurnState
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
-from turnkit.turn.leases import own_lease
-from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer, TurnState
+from turnkit.threads.leases import own_lease
+from turnkit.turn.bound import Bound
+from turnkit.turn.keys import idempotency_key
+from turnkit.turn.messages import answered, held_name, settled, tool_message
+from turnkit.turn.recovery import recovered, unanswered
+from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer
+from turnkit.turn.tools import for_model
+from turnkit.turn.tools import held as held_in
 
 __all__ = ["alist_tools", "list_tools"]
 

@@ -1,20 +1,13 @@
-"""What exists and what may run: tools, schemas, names, the registry and callers.
+"""The catalogue: what exists and who may use it — tools, the schema subset, names, the registry,
+callers and their permissions, visibility, and the settings.
 
-Nothing in this package imports LangGraph or LangChain; the graph layer builds on it.
+Pure: nothing here imports LangGraph or LangChain, or any other turnkit package but ``errors``
+(the import-linter contracts in ``pyproject.toml`` hold it to that).
 """
 
 from turnkit.registry.caller import Caller, PermissionProvider, StaticPermissions
-from turnkit.registry.confirmations import Decision
-from turnkit.registry.context import CONTROL_FIELDS, CallContext
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger import (
-    Confirmation,
-    Ledger,
-    MemoryLedger,
-    SqliteLedger,
-    open_ledger,
-)
-from turnkit.registry.ledger.postgres import PostgresLedger
+from turnkit.registry.context import CallContext
+from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.registry import Module, ModuleWarning, Registry
 from turnkit.registry.schema import CompiledSchema, Violation, check_schema, validate
@@ -27,24 +20,16 @@ __all__ = [
     "CallContext",
     "Caller",
     "CompiledSchema",
-    "Confirmation",
-    "Decision",
-    "Executor",
-    "Ledger",
-    "MemoryLedger",
     "Module",
     "ModuleWarning",
     "PermissionProvider",
-    "PostgresLedger",
     "Registry",
     "Settings",
-    "SqliteLedger",
     "StaticPermissions",
     "Tool",
     "Violation",
     "check_schema",
     "model_name",
     "model_names",
-    "open_ledger",
     "validate",
 ]

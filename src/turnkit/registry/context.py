@@ -1,33 +1,15 @@
-"""What a call carries beside its input: the control fields, and the ``CallContext`` a handler,
-a danger check and the audit know it by.
-
-Control fields: ``dry_run`` (bool) asks what a call would do without doing it, ``confirm_token``
-(str) carries a person's approval, ``idempotency_key`` (str) makes a repeated call replay its first
-answer. A tool's ``input_schema`` may not declare them as properties, and the model's arguments are
-stripped of them.
-"""
+"""The ``CallContext`` a handler, a danger check and the audit know a call by (its control
+fields are in ``control.py``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
 
-if TYPE_CHECKING:  # the tool module imports the control fields from here
-    from turnkit.registry.caller import Caller
-    from turnkit.registry.settings import Settings
-    from turnkit.registry.tool import Tool
+from turnkit.registry.caller import Caller
+from turnkit.registry.settings import Settings
+from turnkit.registry.tool import Tool
 
-__all__ = ["CONTROL_FIELDS", "CONTROL_TYPES", "CallContext"]
-
-CONTROL_FIELDS: Final = frozenset({"dry_run", "confirm_token", "idempotency_key"})
-"""The names of the control fields."""
-
-CONTROL_TYPES: Final[dict[str, type]] = {
-    "dry_run": bool,
-    "confirm_token": str,
-    "idempotency_key": str,
-}
-"""The type each control field must have."""
+__all__ = ["CallContext"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

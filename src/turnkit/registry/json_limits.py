@@ -5,7 +5,7 @@ Python reads any JSON, but not everything Python reads can be kept: LangGraph's 
 model message cannot be checkpointed stops at ``call_model`` for good. So a tool's input, from a
 model or any other caller, must be plain JSON data within these limits; the executor answers
 anything else ``invalid_input`` with the reason, and the turn graph refuses such a model call before
-it is stored (``turnkit.nodes.model_reply``).
+it is stored (``turnkit.turn.model_reply``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from turnkit.registry.context import CONTROL_FIELDS
+from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.pydantic_schema import is_model_class, schema_from_model
 from turnkit.registry.references import resolve
 from turnkit.registry.schema import check_schema

@@ -10,8 +10,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKeys
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
 from turnkit.server.auth import Ran
 from turnkit.server.headers import SecurityHeaders

@@ -24,12 +24,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from turnkit.registry.answers import is_error
+from turnkit.executor.answers import is_error
+from turnkit.executor.confirmations import DECIDE_SCOPE, decides_for_others, refusal_for_others
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKey
+from turnkit.ledger.records import Confirmation, Cursor, Readable
 from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import DECIDE_SCOPE, decides_for_others, refusal_for_others
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKey
-from turnkit.registry.ledger.records import Confirmation, Cursor, Readable
 from turnkit.server import problems
 from turnkit.server.auth import Key, Ran
 from turnkit.server.views import Missing, confirmation_view

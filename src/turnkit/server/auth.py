@@ -15,8 +15,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.server.bearer import NO_KEY, challenge, usable_key
 
 __all__ = ["Key", "Ran", "api_key", "executor_of"]

@@ -9,7 +9,7 @@ every process.
 
 from __future__ import annotations
 
-from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.ledger.keys import ApiKey, ApiKeys
 
 __all__ = ["NO_KEY", "UNKNOWN_KEY", "challenge", "usable_key"]
 

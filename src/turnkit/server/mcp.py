@@ -43,8 +43,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.server.mcp_auth import KeyBackend, KeyToken, KeyVerifier, RequireKey
 from turnkit.server.mcp_errors import Failsafe, guarded
 from turnkit.server.mcp_hosts import HostCheck, transport_security

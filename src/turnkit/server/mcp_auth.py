@@ -24,7 +24,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from turnkit.registry.ledger.keys import ApiKey, ApiKeys
+from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.server.bearer import NO_KEY, challenge, usable_key
 
 __all__ = ["REFUSED", "KeyBackend", "KeyToken", "KeyVerifier", "RequireKey"]

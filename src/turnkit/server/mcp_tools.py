@@ -20,10 +20,10 @@ from typing import Any
 
 from mcp import types
 
-from turnkit.registry.answers import Answer
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKey
-from turnkit.registry.ledger.records import Confirmation, iso
+from turnkit.executor.answers import Answer
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKey
+from turnkit.ledger.records import Confirmation, iso
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.tool import Annotations, Tool
 

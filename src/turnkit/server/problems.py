@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from turnkit.registry.answers import Answer, ErrorCode
+from turnkit.executor.answers import Answer, ErrorCode
 from turnkit.server.headers import security_headers
 
 __all__ = [

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkit.registry.answers import Answer, is_error
+from turnkit.executor.answers import Answer, is_error
 from turnkit.server import approvals, problems, views
 from turnkit.server.auth import Key, Ran
 

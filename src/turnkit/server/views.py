@@ -9,9 +9,9 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
+from turnkit.executor.executor import Executor
+from turnkit.ledger.records import Confirmation, iso
 from turnkit.registry.caller import Caller
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.records import Confirmation, iso
 from turnkit.registry.names import model_name
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool

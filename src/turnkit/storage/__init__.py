@@ -22,8 +22,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from turnkit.errors import StorageError
-from turnkit.registry.ledger import Ledger
-from turnkit.registry.ledger.urls import parse_url, shown, sqlite_problem
+from turnkit.ledger import Ledger
+from turnkit.ledger.urls import parse_url, shown, sqlite_problem
 from turnkit.storage._postgres import aopen_postgres, open_postgres
 from turnkit.storage._sqlite import aopen_sqlite, open_sqlite
 
@@ -183,7 +183,7 @@ class OpeningAsyncStorage:
 
 def _parse(text: str) -> tuple[Literal["sqlite", "postgres"], str]:
     """``("postgres", url)`` or ``("sqlite", file path)``, checked: anything that cannot be opened
-    is refused now, with the reason (``turnkit.registry.ledger.urls``)."""
+    is refused now, with the reason (``turnkit.ledger.urls``)."""
     kind, target = parse_url(text)
     if kind == "sqlite":
         problem = sqlite_problem(target)

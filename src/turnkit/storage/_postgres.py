@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from turnkit.registry.ledger import Ledger
-from turnkit.registry.ledger.urls import PostgresTarget, postgres_target
+from turnkit.ledger import Ledger
+from turnkit.ledger.urls import PostgresTarget, postgres_target
 
 __all__ = ["aopen_postgres", "open_postgres"]
 
@@ -66,8 +66,8 @@ def _modules() -> _Modules:
         from langgraph.checkpoint import postgres
         from langgraph.checkpoint.postgres import aio
 
-        from turnkit.registry.ledger import postgres as ledger
-        from turnkit.storage import _batching as batching
+        from turnkit.ledger import postgres as ledger
+        from turnkit.threads import batching
     except ImportError as exc:
         raise ImportError(
             f"PostgreSQL storage needs the postgres extra ({exc.name or exc} is missing):"

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from turnkit.registry.ledger import Ledger, SqliteLedger
-from turnkit.registry.ledger.sqlite import create_private, wal_mode
+from turnkit.ledger import Ledger, SqliteLedger
+from turnkit.ledger.sqlite import create_private, wal_mode
 
 if TYPE_CHECKING:  # imported when first opened: ``import turnkit`` stays light
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -46,7 +46,7 @@ def enter_wal(path: str) -> None:
 
 def open_sqlite(path: str) -> tuple[SqliteSaver, Ledger, Callable[[], None]]:
     """A ``SqliteSaver`` and a ``SqliteLedger`` on the file at ``path``."""
-    from turnkit.storage._batching import BatchingSqliteSaver
+    from turnkit.threads.batching import BatchingSqliteSaver
 
     enter_wal(path)
     ledger = SqliteLedger(path, busy_timeout=BUSY_TIMEOUT)

@@ -1,3 +1,8 @@
-"""The data of a turn, which the nodes and the graph's wiring both use: the checkpointed state
-(``state``), the ``messages`` channel stored as deltas (``history``), and who the turn runs for
-(``context``). Plain modules: importing them imports neither the nodes nor the wiring."""
+"""The logic of one round of a turn, shared by the graph's nodes, the ``create_agent``
+middleware and ``Agent``: what the model is shown (``tools``), how its reply and arguments are
+checked (``model_reply``, ``checks``), how answers become tool messages (``messages``), held
+writes and the decisions on them (``held``, ``decisions``, ``hitl``), and recovery of an
+interrupted round (``recovery``). Who the turn runs for: ``context``, ``server_user``, ``bound``.
+
+No LangGraph import here (LangChain's message types are used): the nodes bring LangGraph.
+"""

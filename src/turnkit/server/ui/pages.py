@@ -20,18 +20,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
-from turnkit.registry.answers import is_error
-from turnkit.registry.caller import apermissions_now
-from turnkit.registry.confirmations import could_be_id, decides_for_others, refusal_for_others
-from turnkit.registry.executor import Executor
-from turnkit.registry.ledger.keys import ApiKeys
-from turnkit.registry.ledger.records import (
+from turnkit.executor.answers import is_error
+from turnkit.executor.confirmations import could_be_id, decides_for_others, refusal_for_others
+from turnkit.executor.executor import Executor
+from turnkit.ledger.keys import ApiKeys
+from turnkit.ledger.records import (
     Confirmation,
     ConfirmationStatus,
     Cursor,
     Readable,
     iso,
 )
+from turnkit.registry.caller import apermissions_now
 from turnkit.server.ui import present, session
 from turnkit.server.ui.session import IDLE_SECONDS, Person, SignIn
 

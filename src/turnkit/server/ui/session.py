@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import Response
 
+from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.executor import Allow
+from turnkit.ledger.keys import ApiKeys
 from turnkit.registry.caller import Caller
-from turnkit.registry.confirmations import DECIDE_SCOPE
-from turnkit.registry.executor import Allow
-from turnkit.registry.ledger.keys import ApiKeys
 
 __all__ = [
     "CSRF_COOKIE",

@@ -1,0 +1,424 @@
+"""Deciding a held write: approve, reject (with a message) or edit (new input, same tool).
+
+Pending -> decided is one atomic update in the ledger, so deciding twice, or from two processes at
+once, runs the write at most once; everyone else gets the stored outcome. Approval re-runs the whole
+pipeline from step 1 as the caller who was held, with a single-use token that lets it past the hold.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from collections.abc import Collection
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from turnkit.executor import answers, on_ledger, steps
+from turnkit.executor.answers import Answer
+from turnkit.executor.closing import close_held, expire
+from turnkit.executor.door import door_refusal
+from turnkit.executor.effects import Environment, Pause, Permissions, Steps
+from turnkit.executor.pipeline import (
+    OUTCOME_UNKNOWN,
+    POLL_SECONDS,
+    WAIT_GRACE,
+    Call,
+    execute_steps,
+    settings_now,
+)
+from turnkit.ledger.keys import ApiKey
+from turnkit.ledger.records import Confirmation
+from turnkit.registry.caller import Caller
+from turnkit.registry.control import CONTROL_FIELDS
+from turnkit.registry.visibility import Allow
+
+__all__ = [
+    "CONFIRM_ANY",
+    "DECIDE_SCOPE",
+    "Decision",
+    "DecisionAction",
+    "confirm_steps",
+    "could_be_id",
+    "current_steps",
+    "decides_for_others",
+    "key_gone",
+    "key_holds_steps",
+    "parse_decision",
+    "refusal_for_others",
+]
+
+CONFIRM_ANY = "system.confirm_any"
+"""The permission that lets a person decide confirmations held for someone else."""
+DECIDE_SCOPE = "system.confirmations:decide"
+"""The scope a key needs, beside its owner's ``CONFIRM_ANY``, to see and decide confirmations
+held for others: a key limited to reading must not approve anyone's writes."""
+ID_LIMIT = 200
+"""The longest text that may name a confirmation (its ids are uuids)."""
+
+
+def refusal_for_others(
+    decider: Caller, held: Confirmation, permissions: Collection[str], allow: Allow = "all"
+) -> str | None:
+    """Why ``decider`` (holding ``permissions`` now, limited to ``allow``) may not see or decide
+    ``held``, a confirmation held for another caller; None when they may. The one rule for every
+    surface: the executor, REST and MCP.
+
+    A person deciding for others needs ``CONFIRM_ANY``; a key also needs the scope
+    ``DECIDE_SCOPE`` and, with an allow list, the held tool in it.
+    """
+    who = f"confirmation {held.id!r} was held for another caller"
+    if CONFIRM_ANY not in permissions:
+        return f"{who}; only they, or someone with the permission {CONFIRM_ANY!r}, may decide it"
+    if decider.kind == "key" and DECIDE_SCOPE not in decider.scopes:
+        return f"{who}; a key decides others' confirmations only with the scope {DECIDE_SCOPE!r}"
+    if allow != "all" and held.tool not in allow:
+        return f"{who}, for {held.tool!r}, which this key's allow list leaves out"
+    return None
+
+
+def decides_for_others(decider: Caller, permissions: Collection[str]) -> bool:
+    """Whether ``decider`` (holding ``permissions`` now) may decide confirmations held for others
+    (those of the tools its allow list names, for a key that has one): ``refusal_for_others``'s
+    rule without a confirmation at hand, for listing."""
+    return CONFIRM_ANY in permissions and (decider.kind != "key" or DECIDE_SCOPE in decider.scopes)
+
+
+DecisionAction: TypeAlias = Literal["approve", "reject", "edit"]
+
+
+class Decision(BaseModel):
+    """A person's decision on a held write: the one grammar of decisions, for the executor, the
+    turn graph's resume value, the command line and every other surface.
+
+    Written as ``"approve"``, ``"reject"``, or an object: ``{"action": "approve"}``,
+    ``{"action": "reject", "message": "why"}``, ``{"action": "edit", "arguments": {...}}``.
+
+    Example:
+        >>> Decision.edit({"prices": [{"sku": "TEA-0001", "price": 4.0}]}).action
+        'edit'
+        >>> Decision.of("reject")
+        Decision(action='reject', message=None, arguments=None)
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: DecisionAction
+    """``approve`` runs the held input, ``reject`` runs nothing, ``edit`` runs ``arguments``."""
+    message: str | None = None
+    """Why it was rejected (given to the model); a rejection only."""
+    arguments: dict[str, Any] | None = None
+    """The new input of an edit, for the same tool, validated again; an edit only."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        """``"approve"`` / ``"reject"`` as the objects they abbreviate."""
+        return {"action": value} if value in ("approve", "reject") else value
+
+    @model_validator(mode="after")
+    def _fields_fit_the_action(self) -> Decision:
+        if self.message is not None and self.action != "reject":
+            raise ValueError("only a rejection carries a 'message'")
+        if self.action == "edit" and self.arguments is None:
+            raise ValueError("an edit needs 'arguments': the new input object for the same tool")
+        if self.action != "edit" and self.arguments is not None:
+            raise ValueError("only an edit carries 'arguments'")
+        control = sorted(CONTROL_FIELDS & set(self.arguments or ()))
+        if control:
+            raise ValueError(
+                f"an edit's 'arguments' are the tool's new input; {control} are control fields"
+                " of a call, not input: leave them out"
+            )
+        return self
+
+    @classmethod
+    def approve(cls) -> Decision:
+        """Run the held call as it is."""
+        return cls(action="approve")
+
+    @classmethod
+    def reject(cls, message: str | None = None) -> Decision:
+        """Run nothing; ``message`` tells the model why."""
+        return cls(action="reject", message=message)
+
+    @classmethod
+    def edit(cls, arguments: dict[str, Any]) -> Decision:
+        """Run the same tool with ``arguments`` instead."""
+        return cls(action="edit", arguments=arguments)
+
+    @classmethod
+    def of(cls, value: object) -> Decision:
+        """The decision ``value`` writes (a ``Decision``, a word, or an object).
+
+        Raises:
+            pydantic.ValidationError: ``value`` is not a decision.
+        """
+        return value if isinstance(value, Decision) else cls.model_validate(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as JSON data, as the ledger stores it."""
+        return self.model_dump(exclude_none=True)
+
+
+def parse_decision(value: object) -> Decision | str:
+    """A ``Decision`` from what ``Decision.of`` takes, or what is wrong with ``value``."""
+    try:
+        return Decision.of(value)
+    except ValidationError as exc:
+        return "; ".join(_problem(p) for p in exc.errors()[:3]) + (
+            ". A decision is 'approve', 'reject', {'action': 'reject', 'message': ...} or"
+            " {'action': 'edit', 'arguments': {...}}"
+        )
+
+
+def _problem(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem["loc"])
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def confirm_steps(
+    env: Environment,
+    confirmation_id: object,
+    decider: Caller,
+    decision: object,
+    allow: Allow = "all",
+) -> Steps[Answer]:
+    """Decide ``confirmation_id`` for ``decider`` and answer with the (stored) outcome.
+
+    ``allow`` is the deciding key's allow list now; the held caller deciding runs under it.
+    """
+    parsed = parse_decision(decision)
+    if isinstance(parsed, str):
+        return answers.error("invalid_input", f"invalid decision: {parsed}")
+    if not could_be_id(confirmation_id):
+        return answers.error("not_found", f"no confirmation {str(confirmation_id)[:80]!r}")
+    cid: str = confirmation_id  # type: ignore[assignment]  # could_be_id: a str
+    held: Confirmation | None = yield on_ledger.get_confirmation(cid)
+    if held is None:
+        return answers.error("not_found", f"no confirmation {cid[:80]!r}")
+    if decider.identity != held.caller.identity:
+        permissions = yield Permissions(decider)
+        refused = refusal_for_others(decider, held, permissions, allow)
+        if refused is not None:
+            return answers.error("forbidden", refused)
+    overrides = yield on_ledger.settings()
+    settings = env.defaults.merged(overrides)
+    now = env.clock()
+    if held.status == "pending" and held.expires_at <= now:
+        yield from expire(held, now)
+        return (yield from _settled(env, held.id, settings.handler_timeout))
+    if held.status != "pending":
+        return (yield from _decided_before(env, held.id, settings.handler_timeout))
+
+    if parsed.action == "reject":  # runs nothing: any door may reject, whatever it declares
+        outcome = answers.rejected(parsed.message)
+        closed = yield from close_held(held, "rejected", outcome, now, decider, parsed.to_json())
+        if not closed:  # another process decided first, or the time ran out just now
+            return (yield from _decided_before(env, held.id, settings.handler_timeout))
+        return (yield from _settled(env, held.id, settings.handler_timeout))
+
+    edit = parsed.action == "edit"
+    blocked = yield from door_refusal(env, held, settings, overrides, edit=edit)
+    if blocked is not None:  # this door cannot run it as it was held: it stays pending
+        return blocked
+    # the write runs as the held caller with their rights now: the deciding caller when it is
+    # them (a key's scopes and allow list as the request carried them), else as held
+    himself = decider.identity == held.caller.identity
+    runner, run_allow = (decider, allow) if himself else (held.caller, "all")
+    key: ApiKey | None = None
+    if held.caller.kind == "key":  # the key the write was held under, as the ledger has it now
+        key = yield on_ledger.get_key(held.caller.key_id or "")
+        if key is not None:  # (None: a key the application keeps itself, not in the ledger)
+            if key.gone(now) is not None:
+                return (yield from _refuse_revoked(env, held, key, now, decider, parsed))
+            if not himself:
+                runner, run_allow = key.caller, key.allowed
+
+    new_input, new_hash = None, None
+    if edit:
+        problem, new_input, new_hash = _checked_edit(env, held, parsed, settings)
+        if problem is not None:
+            return problem
+    token = secrets.token_urlsafe(24)
+    won = yield on_ledger.claim_confirmation(
+        held.id,
+        decided_by=decider.identity,
+        decision=parsed.to_json(),
+        token=token,
+        now=now,
+        input=new_input,
+        input_hash=new_hash,
+        key_id=None if key is None else key.id,
+    )
+    if not won:  # another process decided first, the time ran out, or the key went just now
+        if key is not None:
+            now_key: ApiKey | None = yield on_ledger.get_key(key.id)
+            if now_key is not None and now_key.gone(env.clock()) is not None:
+                return (yield from _refuse_revoked(env, held, now_key, now, decider, parsed))
+        return (yield from _decided_before(env, held.id, settings.handler_timeout))
+    run = Call(  # as the held caller with their rights now (a key's scopes and allow list)
+        caller=runner,
+        name=held.tool,
+        input=held.input if new_input is None else new_input,
+        control={"confirm_token": token},
+        allow=run_allow,
+        call_id=str(uuid.uuid4()),
+        confirmation_id=held.id,
+        thread=held.thread_id,
+    )
+    try:
+        outcome = yield from execute_steps(env, run)
+    except Exception:
+        if (
+            not run.started
+        ):  # nothing ran (a provider failed, the run was cancelled): undo the claim
+            yield on_ledger.reopen_confirmation(held.id)
+        raise
+    if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
+        yield on_ledger.reopen_confirmation(held.id)
+        outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
+        return outcome
+    if not run.started and held.reserved_units and held.reserved_window is not None:
+        # closed without a run (the held user's rights now): its hold's units come back
+        yield on_ledger.refund(
+            steps.budgets(held.caller), held.reserved_window, held.reserved_units
+        )
+    yield on_ledger.finish_confirmation(held.id, outcome)
+    return outcome
+
+
+def could_be_id(confirmation_id: object) -> bool:
+    """Whether ``confirmation_id`` could name a confirmation: text every database can be asked
+    for (no NUL, no lone surrogate, at most ``ID_LIMIT`` characters). Anything else names none."""
+    return (
+        isinstance(confirmation_id, str)
+        and 0 < len(confirmation_id) <= ID_LIMIT
+        and steps.plain_text(confirmation_id)
+    )
+
+
+def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation | None]:
+    """The confirmation as it stands now, or None. One whose time ran out while it waited is
+    closed as expired first (once, in the ledger), and an approved write whose run stopped (its
+    process died) is closed as ``outcome_unknown``, so its ``outcome`` says so."""
+    if not could_be_id(confirmation_id):
+        return None
+    held: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
+    now = env.clock()
+    if held is not None and held.status == "pending" and held.expires_at <= now:
+        yield from expire(held, now)
+        held = yield on_ledger.get_confirmation(confirmation_id)
+    elif held is not None and held.status == "running":
+        settings = yield from settings_now(env)
+        stale_before = now - settings.handler_timeout - WAIT_GRACE
+        if (held.decided_at or 0) < stale_before:
+            yield from _abandon(held.id, stale_before)
+            held = yield on_ledger.get_confirmation(confirmation_id)
+    return held
+
+
+def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
+    """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
+    what = f"approved write of {confirmation_id!r}"
+    unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
+    yield on_ledger.abandon_confirmation(confirmation_id, unknown, stale_before)
+
+
+def _refuse_revoked(
+    env: Environment,
+    held: Confirmation,
+    key: ApiKey,
+    now: float,
+    decider: Caller,
+    decision: Decision,
+) -> Steps[Answer]:
+    """Close a confirmation whose API key was revoked or expired: ``forbidden``, nothing ran."""
+    outcome = key_gone(key, now)
+    closed = yield from close_held(held, "forbidden", outcome, now, decider, decision.to_json())
+    timeout = env.defaults.handler_timeout  # nothing runs: no write to wait for
+    if not closed:
+        return (yield from _decided_before(env, held.id, timeout))
+    return (yield from _settled(env, held.id, timeout))
+
+
+def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
+    """Close every pending confirmation held under ``key`` as ``forbidden`` when the key was
+    revoked or has expired (``turnkit keys revoke`` does it at once; deciding one does it too);
+    how many were closed. ``by``: who is recorded as having closed them."""
+    now = env.clock()
+    if key.gone(now) is None:
+        return 0
+    found: list[Confirmation] = yield on_ledger.pending_of(key.caller.identity)
+    closed = 0
+    for held in found:
+        closed += bool((yield from close_held(held, "forbidden", key_gone(key, now), now, by)))
+    return closed
+
+
+def key_gone(key: ApiKey, now: float) -> Answer:
+    """The outcome of a write held under ``key``, revoked or expired by ``now``: forbidden,
+    nothing ran, ``details.reason`` "key revoked" or "key expired"."""
+    return answers.error(
+        "forbidden",
+        f"{key.refused(now)}: the write it asked for does not run (a key's holds end with it)",
+        reason=f"key {key.gone(now)}",
+    )
+
+
+def _checked_edit(
+    env: Environment, held: Confirmation, decision: Decision, settings: Any
+) -> tuple[Answer | None, dict[str, Any] | None, str | None]:
+    """An edit's new input checked against the same tool's schema; nothing is applied if not."""
+    tool = env.registry.get(held.tool)
+    if tool is None:
+        return (
+            answers.error("not_found", f"the tool {held.tool!r} is no longer registered"),
+            None,
+            None,
+        )
+    problem, text = steps.input_error(tool, decision.arguments, settings)
+    if problem is None:
+        problem = steps.too_many_items(tool, decision.arguments or {})
+    if problem is not None:
+        problem["error"]["message"] = "the edit was not applied: " + problem["error"]["message"]
+        return problem, None, None
+    return None, decision.arguments, steps.input_hash(text)
+
+
+def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
+    """``_settled`` for a decision that came too late: the stored outcome, marked
+    ``already_decided`` so a surface can tell the person that this decision changed nothing."""
+    answer = yield from _settled(env, confirmation_id, timeout)
+    current: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
+    if current is None or current.status == "pending":  # reopened (a rate limit): undecided
+        return answer
+    return {**answer, "already_decided": True}
+
+
+def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
+    """The stored outcome of a decided confirmation, waiting while its write runs elsewhere."""
+    deadline = time.monotonic() + timeout + WAIT_GRACE
+    stale_before = env.clock() - timeout - WAIT_GRACE
+    while True:
+        current: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
+        if current is None:
+            return answers.error("not_found", f"no confirmation {confirmation_id!r}")
+        if current.outcome is not None:
+            return current.outcome
+        if current.status == "running" and (current.decided_at or 0) < stale_before:
+            yield from _abandon(confirmation_id, stale_before)
+            continue
+        if current.status == "pending":
+            return answers.error(
+                "in_progress", f"confirmation {confirmation_id!r} is still waiting for a decision"
+            )
+        if time.monotonic() >= deadline:
+            return answers.error(
+                "in_progress",
+                f"the approved write of {confirmation_id!r} has not finished; its outcome is"
+                " unknown yet: ask again later",
+            )
+        yield Pause(POLL_SECONDS)
