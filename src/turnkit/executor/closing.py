@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnkit.executor import answers, on_ledger, steps
+from turnkit.executor import answers, steps
 from turnkit.executor.answers import Answer
-from turnkit.executor.effects import Steps
-from turnkit.ledger.records import Confirmation, ConfirmationStatus, iso
+from turnkit.executor.effects import Steps, on_ledger
+from turnkit.ledger import Ledger
+from turnkit.ledger.records import Confirmation, ConfirmationStatus, Readable, iso
 from turnkit.registry.caller import Caller
 
 __all__ = ["close_held", "expire", "expire_overdue"]
@@ -21,7 +22,9 @@ __all__ = ["close_held", "expire", "expire_overdue"]
 def expire_overdue(caller: Caller, now: float) -> Steps[int]:
     """Close ``caller``'s pending confirmations whose time ran out; how many of them gave back
     units they had reserved."""
-    found: list[Confirmation] = yield on_ledger.pending_of(caller.identity)
+    found: list[Confirmation] = yield on_ledger(
+        Ledger.list_confirmations, status="pending", readable=Readable(identity=caller.identity)
+    )
     freed = 0
     for held in found:
         if held.expires_at <= now and (yield from expire(held, now)) and held.reserved_units:
@@ -49,7 +52,8 @@ def close_held(
 ) -> Steps[bool]:
     """End a pending confirmation without a write (rejected, expired, refused) and give back
     the rate-limit units its hold reserved; whether this call closed it."""
-    closed: bool = yield on_ledger.close_confirmation(
+    closed: bool = yield on_ledger(
+        Ledger.close_confirmation,
         held.id,
         status=status,
         outcome=outcome,
@@ -60,5 +64,5 @@ def close_held(
     )
     if closed and held.reserved_units and held.reserved_window is not None:
         units, window = held.reserved_units, held.reserved_window
-        yield on_ledger.refund(steps.budgets(held.caller), window, units)
+        yield on_ledger(Ledger.refund_all, steps.budgets(held.caller), window, units)
     return closed

@@ -15,11 +15,11 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from turnkit.executor import answers, on_ledger, steps
+from turnkit.executor import answers, steps
 from turnkit.executor.answers import Answer
 from turnkit.executor.closing import close_held, expire
 from turnkit.executor.door import door_refusal
-from turnkit.executor.effects import Environment, Pause, Permissions, Steps
+from turnkit.executor.effects import Environment, Pause, Permissions, Steps, on_ledger
 from turnkit.executor.pipeline import (
     OUTCOME_UNKNOWN,
     POLL_SECONDS,
@@ -28,8 +28,9 @@ from turnkit.executor.pipeline import (
     execute_steps,
     settings_now,
 )
+from turnkit.ledger import Ledger
 from turnkit.ledger.keys import ApiKey
-from turnkit.ledger.records import Confirmation
+from turnkit.ledger.records import Confirmation, Readable
 from turnkit.registry.caller import Caller
 from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.visibility import Allow
@@ -196,7 +197,7 @@ def confirm_steps(
     if not could_be_id(confirmation_id):
         return answers.error("not_found", f"no confirmation {str(confirmation_id)[:80]!r}")
     cid: str = confirmation_id  # type: ignore[assignment]  # could_be_id: a str
-    held: Confirmation | None = yield on_ledger.get_confirmation(cid)
+    held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, cid)
     if held is None:
         return answers.error("not_found", f"no confirmation {cid[:80]!r}")
     if decider.identity != held.caller.identity:
@@ -204,7 +205,7 @@ def confirm_steps(
         refused = refusal_for_others(decider, held, permissions, allow)
         if refused is not None:
             return answers.error("forbidden", refused)
-    overrides = yield on_ledger.settings()
+    overrides = yield on_ledger(Ledger.settings)
     settings = env.defaults.merged(overrides)
     now = env.clock()
     if held.status == "pending" and held.expires_at <= now:
@@ -230,7 +231,7 @@ def confirm_steps(
     runner, run_allow = (decider, allow) if himself else (held.caller, "all")
     key: ApiKey | None = None
     if held.caller.kind == "key":  # the key the write was held under, as the ledger has it now
-        key = yield on_ledger.get_key(held.caller.key_id or "")
+        key = yield on_ledger(Ledger.api_key, held.caller.key_id or "")
         if key is not None:  # (None: a key the application keeps itself, not in the ledger)
             if key.gone(now) is not None:
                 return (yield from _refuse_revoked(env, held, key, now, decider, parsed))
@@ -243,7 +244,8 @@ def confirm_steps(
         if problem is not None:
             return problem
     token = secrets.token_urlsafe(24)
-    won = yield on_ledger.claim_confirmation(
+    won = yield on_ledger(
+        Ledger.claim_confirmation,
         held.id,
         decided_by=decider.identity,
         decision=parsed.to_json(),
@@ -255,7 +257,7 @@ def confirm_steps(
     )
     if not won:  # another process decided first, the time ran out, or the key went just now
         if key is not None:
-            now_key: ApiKey | None = yield on_ledger.get_key(key.id)
+            now_key: ApiKey | None = yield on_ledger(Ledger.api_key, key.id)
             if now_key is not None and now_key.gone(env.clock()) is not None:
                 return (yield from _refuse_revoked(env, held, now_key, now, decider, parsed))
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
@@ -275,18 +277,18 @@ def confirm_steps(
         if (
             not run.started
         ):  # nothing ran (a provider failed, the run was cancelled): undo the claim
-            yield on_ledger.reopen_confirmation(held.id)
+            yield on_ledger(Ledger.reopen_confirmation, held.id)
         raise
     if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
-        yield on_ledger.reopen_confirmation(held.id)
+        yield on_ledger(Ledger.reopen_confirmation, held.id)
         outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
         return outcome
     if not run.started and held.reserved_units and held.reserved_window is not None:
         # closed without a run (the held user's rights now): its hold's units come back
-        yield on_ledger.refund(
-            steps.budgets(held.caller), held.reserved_window, held.reserved_units
+        yield on_ledger(
+            Ledger.refund_all, steps.budgets(held.caller), held.reserved_window, held.reserved_units
         )
-    yield on_ledger.finish_confirmation(held.id, outcome)
+    yield on_ledger(Ledger.finish_confirmation, held.id, outcome)
     return outcome
 
 
@@ -306,17 +308,17 @@ def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation 
     process died) is closed as ``outcome_unknown``, so its ``outcome`` says so."""
     if not could_be_id(confirmation_id):
         return None
-    held: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
+    held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
     now = env.clock()
     if held is not None and held.status == "pending" and held.expires_at <= now:
         yield from expire(held, now)
-        held = yield on_ledger.get_confirmation(confirmation_id)
+        held = yield on_ledger(Ledger.get_confirmation, confirmation_id)
     elif held is not None and held.status == "running":
         settings = yield from settings_now(env)
         stale_before = now - settings.handler_timeout - WAIT_GRACE
         if (held.decided_at or 0) < stale_before:
             yield from _abandon(held.id, stale_before)
-            held = yield on_ledger.get_confirmation(confirmation_id)
+            held = yield on_ledger(Ledger.get_confirmation, confirmation_id)
     return held
 
 
@@ -324,7 +326,7 @@ def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
     """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
     what = f"approved write of {confirmation_id!r}"
     unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
-    yield on_ledger.abandon_confirmation(confirmation_id, unknown, stale_before)
+    yield on_ledger(Ledger.abandon_confirmation, confirmation_id, unknown, stale_before)
 
 
 def _refuse_revoked(
@@ -351,7 +353,9 @@ def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
     now = env.clock()
     if key.gone(now) is None:
         return 0
-    found: list[Confirmation] = yield on_ledger.pending_of(key.caller.identity)
+    found: list[Confirmation] = yield on_ledger(
+        Ledger.list_confirmations, status="pending", readable=Readable(identity=key.caller.identity)
+    )
     closed = 0
     for held in found:
         closed += bool((yield from close_held(held, "forbidden", key_gone(key, now), now, by)))
@@ -392,7 +396,7 @@ def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> S
     """``_settled`` for a decision that came too late: the stored outcome, marked
     ``already_decided`` so a surface can tell the person that this decision changed nothing."""
     answer = yield from _settled(env, confirmation_id, timeout)
-    current: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
+    current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
     if current is None or current.status == "pending":  # reopened (a rate limit): undecided
         return answer
     return {**answer, "already_decided": True}
@@ -403,7 +407,7 @@ def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[An
     deadline = time.monotonic() + timeout + WAIT_GRACE
     stale_before = env.clock() - timeout - WAIT_GRACE
     while True:
-        current: Confirmation | None = yield on_ledger.get_confirmation(confirmation_id)
+        current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
         if current is None:
             return answers.error("not_found", f"no confirmation {confirmation_id!r}")
         if current.outcome is not None:

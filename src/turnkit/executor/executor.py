@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from turnkit.executor import on_ledger, steps
+from turnkit.executor import steps
 from turnkit.executor.answers import Answer
 from turnkit.executor.confirmations import (
     Decision,
@@ -28,7 +28,7 @@ from turnkit.executor.confirmations import (
     key_holds_steps,
     refusal_for_others,
 )
-from turnkit.executor.effects import Environment, Orphans, Permissions, adrive, drive
+from turnkit.executor.effects import Environment, Orphans, Permissions, adrive, drive, on_ledger
 from turnkit.executor.pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
@@ -156,7 +156,7 @@ class Executor:
 
     def _tools_steps(self, caller: Caller, allow: Allow, overrides: dict[str, Any] | None) -> Any:
         if overrides is None:
-            overrides = yield on_ledger.settings()
+            overrides = yield on_ledger(Ledger.settings)
         tools = yield from self._visible_steps(caller, allow, self.defaults.merged(overrides))
         return overrides, tools
 

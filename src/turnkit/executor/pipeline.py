@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkit.errors import ToolError
-from turnkit.executor import answers, on_ledger, steps
+from turnkit.executor import answers, steps
 from turnkit.executor.answers import Answer
 from turnkit.executor.closing import expire_overdue
 from turnkit.executor.effects import (
@@ -25,12 +25,15 @@ from turnkit.executor.effects import (
     Environment,
     HandlerOutcome,
     NeverRan,
+    OnLedger,
     Pause,
     Permissions,
     RunHandler,
     Steps,
     UserCode,
+    on_ledger,
 )
+from turnkit.ledger import Ledger
 from turnkit.ledger.records import Confirmation, iso
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
@@ -92,7 +95,7 @@ class Checked:
 
 def settings_now(env: Environment) -> Steps[Settings]:
     """The defaults with the operator's overrides, read from the ledger now."""
-    overrides = yield on_ledger.settings()
+    overrides = yield on_ledger(Ledger.settings)
     return env.defaults.merged(overrides)
 
 
@@ -114,7 +117,7 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
         "confirmation_id": call.confirmation_id or answer.get("confirmation_id"),
         "detail": call.detail,
     }
-    yield on_ledger.audit(row)
+    yield on_ledger(Ledger.audit, **row)
     return answer
 
 
@@ -173,19 +176,23 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         call.confirmation_id = approved.id
         answer = yield from _hold_charge_run(env, call, checked, approved)
         if approved.idempotency_key is not None and not answers.ran_nothing(answer):
-            yield on_ledger.store_idempotency(
-                caller.identity, tool.name, approved.idempotency_key, answer
+            yield on_ledger(
+                Ledger.store_idempotency,
+                caller.identity,
+                tool.name,
+                approved.idempotency_key,
+                answer,
             )
         return answer
 
     # 5. idempotency: a repeat replays, a different input conflicts
     if key is not None:
         if dry:
-            record = yield on_ledger.get_idempotency(caller.identity, tool.name, key)
+            record = yield on_ledger(Ledger.get_idempotency, caller.identity, tool.name, key)
         else:
             now = call.reserved_at = env.clock()
-            record = yield on_ledger.reserve_idempotency(
-                caller.identity, tool.name, key, digest, now
+            record = yield on_ledger(
+                Ledger.reserve_idempotency, caller.identity, tool.name, key, digest, now
             )
         if record is not None:
             return (yield from _replay(env, call, tool, key, digest, record, settings))
@@ -202,13 +209,13 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         # run, so the key waits for an outcome (a repeat answers in_progress, then
         # outcome_unknown once the call is stale, as after a crash): never a second run
         if key is not None and not (call.started and isinstance(stop, Cancelled)):
-            yield on_ledger.release_idempotency(caller.identity, tool.name, key)
+            yield on_ledger(Ledger.release_idempotency, caller.identity, tool.name, key)
         raise
     if key is not None:
         if answers.ran_nothing(answer):  # nothing was held or run: a retry may go ahead
-            yield on_ledger.release_idempotency(caller.identity, tool.name, key)
+            yield on_ledger(Ledger.release_idempotency, caller.identity, tool.name, key)
         else:
-            yield on_ledger.store_idempotency(caller.identity, tool.name, key, answer)
+            yield on_ledger(Ledger.store_idempotency, caller.identity, tool.name, key, answer)
     return answer
 
 
@@ -246,14 +253,14 @@ def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | Answe
     token = call.control.get("confirm_token")
     if token is None:
         return None
-    found: Confirmation | None = yield on_ledger.confirmation_for_token(token)
+    found: Confirmation | None = yield on_ledger(Ledger.confirmation_for_token, token)
     if (
         found is None
         or found.caller.identity != call.caller.identity
         or found.tool != tool.name
         or found.input_hash != digest
         or (found.fingerprint is not None and found.fingerprint != fingerprint(tool))
-        or not (yield on_ledger.use_token(found.id, token))
+        or not (yield on_ledger(Ledger.use_token, found.id, token))
     ):
         return answers.error("forbidden", TOKEN_REFUSED)
     return found
@@ -277,7 +284,9 @@ def _hold_charge_run(
     if approved is not None:
         cost -= approved.reserved_units
         if cost < 0 and approved.reserved_window is not None:  # an edit that costs less
-            yield on_ledger.refund(steps.budgets(caller), approved.reserved_window, -cost)
+            yield on_ledger(
+                Ledger.refund_all, steps.budgets(caller), approved.reserved_window, -cost
+            )
     if cost > 0:
         refused, _ = yield from _charge(caller, cost, settings, now)
         if refused is not None:
@@ -298,7 +307,7 @@ def _hold_charge_run(
         started_at = env.clock()
         if started_at - call.reserved_at > WAIT_GRACE / 2:  # slow checks: a repeat in another
             # process would take the running call for a dead one before its handler's time ran out
-            yield on_ledger.restart_idempotency(caller.identity, tool.name, key, started_at)
+            yield on_ledger(Ledger.restart_idempotency, caller.identity, tool.name, key, started_at)
     call.started = True
     handler = RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]  # step 3 made value an object
     try:
@@ -332,11 +341,11 @@ def _hold(env: Environment, call: Call, checked: Checked, cost: int, now: float)
         reserved_window=window,
     )
     cap = settings.max_pending_holds or None
-    if (yield on_ledger.create_confirmation(confirmation, max_pending=cap)):
+    if (yield on_ledger(Ledger.create_confirmation, confirmation, max_pending=cap)):
         return answers.held(confirmation.id, iso(confirmation.expires_at))
     if window is not None:
-        yield on_ledger.refund(steps.budgets(caller), window, cost)
-    expiries: list[float] = yield on_ledger.pending_expiries(caller.identity, now)
+        yield on_ledger(Ledger.refund_all, steps.budgets(caller), window, cost)
+    expiries: list[float] = yield on_ledger(Ledger.pending_expiries, caller.identity, now)
     retry_after = round(max(1.0, (expiries[0] if expiries else now + 1) - now), 3)
     return answers.error(
         "too_many_pending",
@@ -347,6 +356,14 @@ def _hold(env: Environment, call: Call, checked: Checked, cost: int, now: float)
         limit=cap,
         pending=len(expiries),
     )
+
+
+def _charge_all(budgets: tuple[str, ...], window_start: int, units: int, limit: int) -> OnLedger:
+    """Charge ``units`` to each budget in the window when they fit under ``limit`` in all;
+    whether they did (one budget: the ledger's plainer statement)."""
+    if len(budgets) == 1:
+        return on_ledger(Ledger.charge, budgets[0], window_start, units, limit)
+    return on_ledger(Ledger.charge_all, budgets, window_start, units, limit)
 
 
 def _charge(
@@ -370,11 +387,11 @@ def _charge(
         ), None
     window = settings.rate_limit_window
     start = steps.window_start(now, window)
-    if (yield on_ledger.charge(steps.budgets(caller), start, cost, limit)):
+    if (yield _charge_all(steps.budgets(caller), start, cost, limit)):
         return None, start
     # out of room: holds of this caller that expired undecided give their units back first
     if (yield from expire_overdue(caller, now)) and (
-        yield on_ledger.charge(steps.budgets(caller), start, cost, limit)
+        yield _charge_all(steps.budgets(caller), start, cost, limit)
     ):
         return None, start
     retry_after = round(start / 1000 + window - now, 3)
@@ -448,8 +465,8 @@ def _replay(
     stale_before = env.clock() - settings.handler_timeout - WAIT_GRACE
     if record.state == "running" and record.created_at < stale_before:
         unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}"))
-        yield on_ledger.abandon_idempotency(*where, unknown, stale_before)
-        record = yield on_ledger.get_idempotency(*where)
+        yield on_ledger(Ledger.abandon_idempotency, *where, unknown, stale_before)
+        record = yield on_ledger(Ledger.get_idempotency, *where)
     if record.state == "running" and not call.wait:
         return answers.error(
             "in_progress",
@@ -460,7 +477,7 @@ def _replay(
     deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
     while record is not None and record.state == "running" and time.monotonic() < deadline:
         yield Pause(POLL_SECONDS)
-        record = yield on_ledger.get_idempotency(*where)
+        record = yield on_ledger(Ledger.get_idempotency, *where)
     if record is None or record.state == "running":
         return answers.error(
             "in_progress",
@@ -471,7 +488,7 @@ def _replay(
     if answer.get("status") == "confirmation_required":
         call.confirmation_id = answer["confirmation_id"]
         held_id = answer["confirmation_id"]
-        held: Confirmation | None = yield on_ledger.get_confirmation(held_id)
+        held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, held_id)
         if held is not None and held.outcome is not None:
             answer = held.outcome
     return answers.replayed(answer)

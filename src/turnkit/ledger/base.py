@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from turnkit.ledger.confirmations import ConfirmationRows
-from turnkit.ledger.keys import ApiKeys
+from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.ledger.leases import ThreadLeases
 from turnkit.ledger.records import (
     IdempotencyRecord,
@@ -88,6 +88,10 @@ class Ledger(ConfirmationRows, ABC):
     def keys(self) -> ApiKeys:
         """The API keys kept in this ledger's database (``turnkit keys``, ``turnkit serve``)."""
         return ApiKeys(self)
+
+    def api_key(self, key_id: str) -> ApiKey | None:
+        """The API key ``key_id`` as the ledger keeps it now (revoked or expired too), or None."""
+        return self.keys.get(key_id)
 
     def thread_leases(self, ttl: float = 30.0) -> ThreadLeases:
         """Thread leases in this ledger's database (one writer per thread, ``ledger/leases.py``):
