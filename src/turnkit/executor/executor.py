@@ -28,7 +28,8 @@ from turnkit.executor.confirmations import (
     key_holds_steps,
     refusal_for_others,
 )
-from turnkit.executor.effects import Environment, Orphans, Permissions, adrive, drive, on_ledger
+from turnkit.executor.drivers import adrive, drive
+from turnkit.executor.effects import Environment, Orphans, Permissions, on_ledger
 from turnkit.executor.pipeline import Call, enabled_now, execute_steps, settings_now
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
