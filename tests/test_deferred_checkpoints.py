@@ -298,14 +298,14 @@ def _lease_check(monkeypatch: Any, config: dict[str, Any], *answers: Any) -> Non
     leases = config["configurable"][LEASE_KEY].leases
     given = iter(answers)
 
-    def confirm(lease: Any) -> bool:
+    def recheck(lease: Any) -> bool:
         answer = next(given)
         if isinstance(answer, Exception):
             raise answer
         return bool(answer)
 
     monkeypatch.setattr(leases, "vouched", lambda lease: False)
-    monkeypatch.setattr(leases, "confirm", confirm)
+    monkeypatch.setattr(leases, "recheck", recheck)
 
 
 def test_a_flush_whose_lease_check_fails_keeps_its_saves(held_saver, monkeypatch):
