@@ -54,7 +54,7 @@ from turnkit.registry import (
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 
 if TYPE_CHECKING:
-    from turnkit.agent._agent import Agent, AgentPool, chat
+    from turnkit.agent import Agent, AgentPool, chat
     from turnkit.agent.langchain_tools import as_langchain_tool, as_langchain_tools
     from turnkit.agent.local_tools import tool
     from turnkit.agent.response import PendingConfirmation, Response, ToolCallRecord

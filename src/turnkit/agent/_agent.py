@@ -1,4 +1,5 @@
-"""``Agent`` (a stateful session), ``chat`` (one call) and ``AgentPool`` (named agents), seed 001.
+"""``Agent``: a stateful session of turns (``chat.py`` is the one-call ``chat``, ``pool.py``
+named agents).
 
 An Agent owns a conversation thread: its history lives in the checkpointer under ``thread_id``, so
 an Agent re-created with the same storage and thread id — in another process, days later —
@@ -56,7 +57,7 @@ from turnkit.turn.context import TurnContext
 from turnkit.turn.decisions import HOW_TO_RESUME, unstorable
 from turnkit.turn.recovery import recovered, unanswered
 
-__all__ = ["AGENT_CALLER", "Agent", "AgentPool", "chat"]
+__all__ = ["AGENT_CALLER", "Agent"]
 
 _UNSEEN = object()
 
@@ -444,77 +445,3 @@ def _with_parsed(response: Response, parsed: Any) -> Response:
     from dataclasses import replace
 
     return replace(response, parsed=parsed)
-
-
-def chat(
-    messages: Sequence[Any] | str,
-    *,
-    model: Any,
-    tools: Iterable[object] = (),
-    schema: Any = None,
-    system: str | None = None,
-    caller: Caller | None = None,
-    registry: Registry | None = None,
-    base_url: str | None = None,
-    timeout: float = 60,
-) -> Response:
-    """One turn on ``messages`` (the last one is usually the user's): tools run, the answer comes.
-
-    Keeps nothing afterwards; writes that wait for a person are listed in ``Response.pending``
-    (decide them with an ``Agent`` instead when you need to resume the turn).
-
-    Example:
-        >>> chat("Weather in Lisbon?", model=model, tools=[get_weather])  # doctest: +SKIP
-    """
-    history = [messages] if isinstance(messages, str) else list(messages)
-    *before, last = convert_to_messages(history)
-    agent = Agent(
-        model,
-        tools=tools,
-        schema=schema,
-        system=system,
-        caller=caller,
-        registry=registry,
-        manage_history=False,
-        base_url=base_url,
-    )
-    try:
-        return agent.prompt(last.text, messages=before, timeout=timeout)
-    finally:
-        agent.close()
-
-
-class AgentPool:
-    """Named agents: the same ``Agent`` for the same name, made once by its factory.
-
-    Example:
-        >>> pool = AgentPool()
-        >>> pool.get("support:42", lambda: Agent(model, system="You help."))  # doctest: +SKIP
-    """
-
-    def __init__(self) -> None:
-        self._agents: dict[str, Agent] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str, factory: Callable[[], Agent]) -> Agent:
-        """The agent called ``name``, made by ``factory`` the first time."""
-        with self._lock:
-            agent = self._agents.get(name)
-            if agent is None:
-                agent = self._agents[name] = factory()
-            return agent
-
-    def drop(self, name: str) -> None:
-        """Close and forget the agent called ``name`` (nothing happens if there is none)."""
-        with self._lock:
-            agent = self._agents.pop(name, None)
-        if agent is not None:
-            agent.close()
-
-    def names(self) -> list[str]:
-        """The names of the agents in the pool."""
-        with self._lock:
-            return list(self._agents)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._agents
