@@ -1,5 +1,5 @@
-"""The developer API (seed 001): ``Agent``, ``chat``, ``AgentPool``; local tools, LangChain
-adapters, structured output and chat models, each in the module its name says.
+"""The developer API (docs/architecture.md §7): ``Agent``, ``chat``, ``AgentPool``; local tools,
+LangChain adapters, structured output and chat models, each in the module its name says.
 
 ``_agent`` holds ``Agent``, ``chat.py`` and ``pool.py`` the other two; ``_portal`` the event
 loop every Agent runs its turns on; ``streaming`` what ``Agent.stream`` / ``astream`` return.

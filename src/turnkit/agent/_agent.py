@@ -1,5 +1,5 @@
 """``Agent``: a stateful session of turns (``chat.py`` is the one-call ``chat``, ``pool.py``
-named agents).
+named agents; docs/architecture.md §7).
 
 An Agent owns a conversation thread: its history lives in the checkpointer under ``thread_id``, so
 an Agent re-created with the same storage and thread id — in another process, days later —
@@ -90,7 +90,8 @@ class Agent:
         Args:
             model: a LangChain chat model, or a string such as ``"openai:gpt-4o-mini"``.
             system: the system prompt, put first in a new thread.
-            tools: functions (``@tool`` or plain), PhoenixAI-style objects, LangChain tools:
+            tools: functions (``@tool`` or plain), tool objects (``name``, ``description``,
+                ``parameters_schema``, ``execute``), LangChain tools:
                 the ``local`` module, no rights configuration needed.
             registry: modules with governed tools (combined with ``tools``).
             executor: an executor to run the tools (then give tools through its registry).

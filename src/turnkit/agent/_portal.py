@@ -18,11 +18,11 @@ What a run promises its caller:
 - **A blocking call from the portal's own loop is refused**, not deadlocked: an async tool
   handler runs on that loop, and waiting there for a turn on the same loop would wait forever.
 
-Why not anyio's blocking portal (``anyio.from_thread.start_blocking_portal``), the library STYLE
-names: checked with anyio 4 here, ``BlockingPortal.call`` waits on ``future.result()`` and lets an
-interruption of the waiting thread leave the task running; cancelling the future it returns
-marks it done at once, before the task has ended (and anyio's level cancellation cancels the
-task's clean-up awaits too, which ``asyncio.wait_for`` in our timeouts lets finish); a portal
+Why not anyio's blocking portal (``anyio.from_thread.start_blocking_portal``), the kept library to
+reach for first: checked with anyio 4 here, ``BlockingPortal.call`` waits on ``future.result()``
+and lets an interruption of the waiting thread leave the task running; cancelling the future it
+returns marks it done at once, before the task has ended (and anyio's level cancellation cancels
+the task's clean-up awaits too, which ``asyncio.wait_for`` in our timeouts lets finish); a portal
 made before ``os.fork`` is silently dead in the child. Those three are what this module is for;
 wrapping anyio would need all of this code and add a task group and a cancel scope per call.
 """

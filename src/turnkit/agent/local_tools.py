@@ -1,4 +1,5 @@
-"""Tools without ceremony (seed 001): functions, PhoenixAI-style objects and LangChain tools.
+"""Tools without ceremony: functions, tool objects and LangChain tools (README, "A five-minute
+tour").
 
 Each becomes a registry tool of the ``local`` module, which needs no rights configuration: local
 tools are public (any caller may use them) and run without a confirmation unless declared with
@@ -102,7 +103,7 @@ def tool(
 
 
 def local_tool(item: object) -> Tool:
-    """A local ``Tool`` from a ``Tool``, a decorated function, a PhoenixAI-style object or class,
+    """A local ``Tool`` from a ``Tool``, a decorated function, a tool object or class,
     a LangChain ``BaseTool``, or a plain function (wrapped as by ``@tool``).
 
     Raises:
@@ -250,7 +251,7 @@ def _from_phoenix(item: object) -> Tool:
 
 
 def _opts(ctx: Any) -> dict[str, Any]:
-    """The ``opts`` of a PhoenixAI-style ``execute``: who calls, and the call's id."""
+    """The ``opts`` of a tool object's ``execute``: who calls, and the call's id."""
     caller = getattr(ctx, "caller", None)
     return {"caller": caller, "call_id": getattr(ctx, "call_id", None)}
 
@@ -265,7 +266,7 @@ def _phoenix_result(value: Any) -> Any:
 
 
 def _json_schema(schema: Any) -> Any:
-    """A parameters schema with string keys and values (PhoenixAI writes atoms), default object."""
+    """A parameters schema with its keys made strings (a dict may use others), default object."""
     if schema is None:
         return None
     if isinstance(schema, type) and issubclass(schema, BaseModel):

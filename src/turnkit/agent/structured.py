@@ -1,6 +1,6 @@
-"""Structured output: a schema the final answer must match, and its parsing (seed 001).
+"""Structured output: a schema the final answer must match, and its parsing.
 
-``schema`` is a pydantic model class, a JSON Schema dict, or the seed's shorthand — a dict from
+``schema`` is a pydantic model class, a JSON Schema dict, or a shorthand — a dict from
 field name to a JSON type name (``{"name": "string", "age": "integer"}``). The model is told the
 schema in the system message; its final answer is parsed as JSON (a ```json fence is allowed) and
 validated. ``parse`` returns the pydantic instance, or the dict for a JSON Schema, and raises

@@ -1,7 +1,7 @@
 """Ending a pending confirmation without a write: rejected, expired, or refused with its key.
 
 Closing is one conditional update (only a pending one closes, once); the one call that closes it
-gives back the rate-limit units its hold reserved (``_pipeline._hold``). ``expire_overdue`` closes
+gives back the rate-limit units its hold reserved (``pipeline._hold``). ``expire_overdue`` closes
 a caller's holds whose time ran out, so a caller out of room gets the units of holds nobody decided.
 """
 

@@ -1,4 +1,5 @@
-"""Whether this door can run a held write as it was held (DESIGN §12: seven doors, one promise).
+"""Whether this door can run a held write as it was held (docs/architecture.md §4, "Seven
+doors, one promise").
 
 A confirmation is decided wherever a person is: the CLI, a server's inbox or REST API, the turn
 graph, another application on the same ledger. Each of these doors has its own registry and its

@@ -4,7 +4,7 @@
 
 1 rights now, 2 control fields, 3 input and schema, 4 ``max_items``, 5 idempotency, 6 dry run,
 7 hold for a person, 8 rate limit, 9 the handler, 10 record. Every call leaves one audit row.
-Written as a generator of effects (see ``_effects.py``) so the same steps run sync and async.
+Written as a generator of effects (see ``effects.py``) so the same steps run sync and async.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Pure pieces of the execute pipeline: control fields, input checks, list lengths, cost, holds.
 
-Nothing here touches the ledger or runs a handler; ``_pipeline.py`` strings these together.
+Nothing here touches the ledger or runs a handler; ``pipeline.py`` strings these together.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The turn graph: ``build_turn_graph`` and ``builder`` (``build``), ``with_thread_leases`` for a
 graph built elsewhere, the routes (``routing``), and the state and context types they use
-(defined in ``turnkit.turn``, which the nodes import)."""
+(``TurnState`` in ``turnkit.nodes.state``; ``TurnContext`` and the round's records in
+``turnkit.turn``)."""
 
 from __future__ import annotations
 

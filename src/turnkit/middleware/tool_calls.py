@@ -3,10 +3,11 @@
 The caller's tools are listed now (rights at call time); a call of an unknown or hidden tool,
 arguments that are not an object or break the schema get an error the model can act on (the turn
 graph's templates); a valid call runs through the executor with an idempotency key made of the
-thread, the AI message and the call id (as ``nodes/execute.py`` makes it), so a tools node that
-LangGraph runs again after a crash or a resume replays the recorded answer instead of writing
-twice. The answer is fitted to ``agent_tool_result_chars``. A held write's message carries the
-confirmation in its ``artifact`` (``HELD_KEY``), where ``holds.py`` finds it.
+thread, the AI message and the call id (``turn/keys.py``, as the graph's ``execute`` node makes
+it), so a tools node that LangGraph runs again after a crash or a resume replays the recorded
+answer instead of writing twice. The answer is fitted to ``agent_tool_result_chars``. A held
+write's message carries the confirmation in its ``artifact`` (``HELD_KEY``), where ``holds.py``
+finds it.
 """
 
 from __future__ import annotations

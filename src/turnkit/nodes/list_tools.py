@@ -1,12 +1,12 @@
 """``list_tools``: at the start of a turn, list the tools the caller may use now.
 
-Also settles what earlier rounds left (``recovery.py``): a round stopped before its answers were
-given gets them, a held write held again on its confirmation. And reconciles writes held in earlier
-turns (a new user message was sent instead of a resume): a
-confirmation decided since — from the CLI, another process — gets its held tool message replaced by
-the outcome, and so does one that expired meanwhile (``confirmation_expired``, once); one still
-pending stays held and is listed again in the next interrupt. And repairs
-a history that a stopped turn left invalid: tool calls without answers get one.
+Also settles what earlier rounds left (``turn/recovery.py``): a round stopped before its answers
+were given gets them, a held write held again on its confirmation. And reconciles writes held in
+earlier turns (a new user message was sent instead of a resume): a confirmation decided since —
+from the CLI, another process — gets its held tool message replaced by the outcome, and so does one
+that expired meanwhile (``confirmation_expired``, once); one still pending stays held and is listed
+again in the next interrupt. And repairs a history that a stopped turn left invalid: tool calls
+without answers get one.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and the functions a closure wraps). A door deciding the confirmation (the CLI, a
 application on the same ledger) runs the write only when its own registry declares the tool with
 the same fingerprint: a different handler under the same name (another module's
 ``catalogue.set_prices``), a changed schema, or no such tool at all leaves it pending, with a line
-naming the module that held it (DESIGN §12).
+naming the module that held it (docs/architecture.md §4, "Seven doors, one promise").
 
 The handler is named by where it lives, not by its bytes: a release that fixes a bug inside the
 handler still decides the writes that wait, while a handler from elsewhere does not.

@@ -1,4 +1,4 @@
-"""Registry names and the names a model sees (seed 000: ``Names.to_mcp/1`` and ``dedupe/1``).
+"""Registry names and the names a model sees (docs/architecture.md §5).
 
 A registry name such as ``catalogue.list_products`` becomes the model name
 ``catalogue_list_products``; a tool of the ``local`` module (a developer's own function, see

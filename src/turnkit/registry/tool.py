@@ -1,4 +1,5 @@
-"""``Tool``: one operation a module offers, checked against every rule when built (seed 002)."""
+"""``Tool``: one operation a module offers, checked against every rule when built (§1 of
+docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -184,7 +185,7 @@ class Tool:
 
     @property
     def is_system(self) -> bool:
-        """True for turnkit's own ``system.*`` tools (seed: ``system?/1``)."""
+        """True for turnkit's own ``system.*`` tools (a module's tool of that name is ignored)."""
         return self.name.startswith("system.")
 
     @property

@@ -1,4 +1,4 @@
-"""The rules of a tool declaration (seed 002), one function per field.
+"""The rules of a tool declaration (docs/architecture.md §1), one function per field.
 
 Each function takes the field's value (and what else it depends on) and returns the list of problems
 it finds, each a sentence that starts with the field name and says what to write instead. ``Tool``

@@ -1,4 +1,5 @@
-"""MCP at ``/mcp``: the registry served to API-key holders with the official SDK (DESIGN §9).
+"""MCP at ``/mcp``: the registry served to API-key holders with the official SDK (§9 of
+docs/architecture.md).
 
 ``mcp_app(executor, keys)`` gives the Streamable HTTP ASGI app and the lifespan its host enters.
 Built from the SDK's own parts: the low-level ``Server`` (``tools/list``, ``tools/call``), its

@@ -1,5 +1,5 @@
 """The saves a leased run's checkpointer holds back, and how they are written: in order, in one
-batch (docs/architecture.md §6, "Saves held until the run acts"): one transaction for a crash or
+batch (docs/architecture.md §6, "Saves deferred until the run acts"): one transaction for a crash or
 a database error (a Python error in the middle may leave its first part committed).
 
 A save is one call LangGraph made to the checkpointer: a checkpoint (``put``) or a task's writes

@@ -5,10 +5,10 @@ Two processes running one thread at once would fork its checkpoint chain: LangGr
 no single-writer guarantee (langgraph issue 8796). The lease keeps a second run out; this wrapper
 stops a first one that lost its lease (stalled past the expiry, or its database session ended)
 before it writes again. Every other call goes straight to the saver it wraps;
-``tests/test_fenced_saver.py`` fails when LangGraph adds a method this class does not pass on.
+``tests/test_thread_lease.py`` fails when LangGraph adds a method this class does not pass on.
 
 On a saver that can batch (``turnkit.storage``'s SQLite and PostgreSQL savers), a leased run's
-saves wait (``held.py``) and are written together, in order, in one transaction:
+saves wait (``deferred.py``) and are written together, in order, in one transaction:
 
 - its task writes wait at least for the checkpoint that follows them (one round trip a step
   instead of two);

@@ -1,4 +1,5 @@
-"""One round of tools for the model (seed 000): definitions, arguments, fitting, held answers.
+"""One round of tools for the model: definitions, arguments, fitting, held answers (§5 of
+docs/architecture.md).
 
 Pure functions, no LangGraph: the graph nodes call them.
 
