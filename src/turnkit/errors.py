@@ -15,7 +15,7 @@ lookup of a tool that does not exist) raises one of these::
      ├── StorageError           (ValueError)  a storage URL that names nothing turnkit can open
      ├── ModelError             (ValueError)  a model that cannot be built or reached
      ├── ConfigError            (ValueError)  a deployment's TURNKIT_* variables name nothing usable
-     ├── ThreadBusy             (RuntimeError) another run holds the thread's lease
+     ├── ThreadBusy             (RuntimeError) another run has the thread's lease
      │    ├── AgentBusy                        a prompt or reset while a prompt is in flight
      │    └── LeaseLost                        this run's lease was taken over; it stopped writing
      └── AgentTimeout           (TimeoutError) a prompt ran out of time; it was cancelled
@@ -66,10 +66,10 @@ class ModuleError(TurnkitError, TypeError):
 
 
 class ThreadBusy(TurnkitError, RuntimeError):
-    """Another run holds the lease on this thread: in this process or in another one that
+    """Another run has the lease on this thread: in this process or in another one that
     shares the ledger's database (one writer per thread, see ``turnkit.threads.leases``).
 
-    ``thread_id`` names the thread; ``holder`` says who holds it when that is known (a
+    ``thread_id`` names the thread; ``holder`` says whose it is when that is known (a
     ``host:pid`` and the run's token), else ``None``. Wait for that run, or pass a
     ``busy_timeout`` to wait for it.
     """
@@ -87,7 +87,7 @@ class AgentBusy(ThreadBusy):
 
 class LeaseLost(ThreadBusy):
     """This run's lease on its thread ended under it (it outlived its expiry without renewal, or
-    its database session was closed) and another run may hold the thread now: the run stopped
+    its database session was closed) and another run may have the thread now: the run stopped
     before its next checkpoint or write, so the thread's checkpoint chain does not fork. What it
     wrote before stays; run the turn again to continue from the thread's latest checkpoint."""
 

@@ -44,7 +44,7 @@ Run = Callable[..., Coroutine[Any, Any, Response]]
 
 
 class Runner(Protocol):
-    """What a stream needs of its ``Agent``: held while its turn runs, on the agent's portal,
+    """What a stream needs of its ``Agent``: kept busy while its turn runs, on the agent's portal,
     within a time limit."""
 
     @property
@@ -110,7 +110,7 @@ async def streamed(
 
 
 class _Stream:
-    """What both streams share: the turn to run, its agent (held while the turn runs), the
+    """What both streams share: the turn to run, its agent (kept busy while the turn runs), the
     modes asked for and the turn's time limit."""
 
     def __init__(

@@ -131,7 +131,7 @@ def build_turn_graph(
             default: with LangGraph's ``"async"``, a crash while the checkpoint after the model
             call is still being written re-asks the model, whose new message ids make new
             idempotency keys, so a write could run twice. See README "Performance".
-        busy_timeout: how long a run waits for a thread another run holds before it raises
+        busy_timeout: how long a run waits for a thread another run has before it raises
             ``ThreadBusy`` (0: at once). A run may pass its own as
             ``configurable={"busy_timeout": seconds}``.
         lease_ttl: on SQLite, how long a thread's lease outlives its holder when that dies

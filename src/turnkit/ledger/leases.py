@@ -34,7 +34,7 @@ from turnkit.ledger.sql import Statements
 __all__ = ["HOLDER", "Lease", "LocalLeases", "ThreadLeases"]
 
 HOLDER = f"{socket.gethostname()}:{os.getpid()}"
-"""Who holds a lease taken by this process (host and pid), shown to the run that finds it busy."""
+"""The holder of a lease this process takes (host and pid), shown to the run that finds it busy."""
 
 
 def _machine() -> str:
@@ -48,7 +48,7 @@ def _machine() -> str:
 
 
 MACHINE = _machine()
-"""Where a lease's holder runs; a lease held by a dead process of this same machine is free."""
+"""Where a lease's holder runs; a lease taken by a dead process of this same machine is free."""
 
 
 def _alive(pid: int) -> bool:
@@ -69,7 +69,7 @@ POSTGRES_NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
 @dataclass(eq=False)
 class Lease:
-    """One run's hold on one thread: its fencing token, and until when it is surely held."""
+    """One run's lease on one thread: its fencing token, and until when it is surely the run's."""
 
     thread_id: str
     token: int
@@ -79,7 +79,7 @@ class Lease:
     given back, or its database session ends)."""
     leases: ThreadLeases | LocalLeases = field(repr=False)
     session: Any = field(default=None, repr=False)
-    """The backend's hold (PostgreSQL: the connection whose transaction holds the lock)."""
+    """The backend's handle (PostgreSQL: the connection whose open transaction has the lock)."""
     overrides: dict[str, Any] | None = field(default=None, repr=False)
     """The operator's setting overrides, when the backend read them in the lease's own round
     trip (PostgreSQL): the run's one settings read, which ``list_tools`` then need not make."""
@@ -131,7 +131,7 @@ class ThreadLeases:
         )
 
     def take(self, thread_id: str) -> Lease | None:
-        """The thread's lease, with a new token, or None while another run holds it. A lease
+        """The thread's lease, with a new token, or None while another run has it. A lease
         whose holder is a process of this machine that no longer exists (it crashed, or was
         killed) is taken at once rather than after its expiry."""
         asked = time.monotonic()
@@ -144,7 +144,7 @@ class ThreadLeases:
 
     def _from_the_dead(self, thread_id: str) -> list[tuple[Any, ...]]:
         found = self.ledger._rows(self._holder, (thread_id,))
-        if not found or found[0][2] != MACHINE:  # free meanwhile, or held on another machine
+        if not found or found[0][2] != MACHINE:  # free meanwhile, or taken on another machine
             return []
         holder, token, _ = found[0]
         pid = str(holder).rpartition(":")[2]
@@ -179,7 +179,7 @@ class ThreadLeases:
         return self.renew(lease)
 
     def holder(self, thread_id: str) -> str | None:
-        """``holder#token`` of the thread's current lease, or None when nobody holds it."""
+        """``holder#token`` of the thread's current lease, or None when nobody has it."""
         rows = self.ledger._rows(self._holder, (thread_id,))
         return f"{rows[0][0]}#{rows[0][1]}" if rows else None
 
@@ -212,7 +212,7 @@ class LocalLeases:
                 del self._held[lease.thread_id]
 
     def renew(self, lease: Lease) -> bool:
-        """Nothing to renew: True while the lease is held."""
+        """Nothing to renew: True while the lease is still the run's."""
         return self.vouched(lease)
 
     def vouched(self, lease: Lease) -> bool:

@@ -111,7 +111,7 @@ class PostgresLedger(Ledger):
         return PostgresLeases(self)
 
     def lock_connections(self) -> Any:
-        """The pool of connections whose open transactions hold thread leases (one per running
+        """The pool of connections whose open transactions keep thread leases (one per running
         turn; opened on first use, at most ``LEASE_CONNECTIONS`` or the URL's ``pool_size``)."""
         with self._lock_pool_guard:
             if self._lock_pool is None:
@@ -140,7 +140,7 @@ class PostgresLedger(Ledger):
 
 
 LEASE_CONNECTIONS = 64
-"""Most turns of one process holding a thread's lease at once on PostgreSQL (a connection each)."""
+"""Most turns of one process with a thread's lease at once on PostgreSQL (a connection each)."""
 
 
 _TAKE = (
@@ -155,8 +155,8 @@ own transaction (``COMMIT``: read inside the lease's, the table would stay share
 whole run, and an ``ALTER TABLE`` would queue every later turn behind it); then open the
 transaction (exempt from an idle timeout: it waits for the model), try the thread's lock, and on
 success name the session ``holder#token`` for the transaction (what ``holder`` finds). The
-token is the server's clock in µs: a sequence would give the holding transaction an id, which
-holds back vacuum while it lasts.
+token is the server's clock in µs: a sequence would give the lock's transaction an id, which
+keeps vacuum from cleaning up while it lasts.
 Sent without parameters (the simple protocol): a parameterised statement leaves a portal open
 whose snapshot would stall ``CREATE INDEX CONCURRENTLY`` elsewhere for as long as the run."""
 _HOLDER = (

@@ -5,7 +5,7 @@ node that LangGraph runs again — after a crash, or on a resume — replays the
 instead of writing twice. A plain read (``read_only``, no ``danger``: never held, nothing to do
 twice) goes without a key: reading again after a crash is harmless, and it spares the ledger two
 round trips per call. Before the round the run is settled (``settle_run``): a run that lost its
-thread to another stops before it writes, and the checkpoints its saver held back (the model's
+thread to another stops before it writes, and the checkpoints its saver deferred (the model's
 message that asked for these calls among them) are saved first. Answers are fitted here
 already, as the JSON text the model will read, so an oversized result (or one no checkpointer
 stores, like a huge integer) never reaches the checkpoint.

@@ -6,7 +6,7 @@ PostgreSQL, a round trip of its own. Inside ``batched()`` every call these saver
 cursor: on PostgreSQL one pipeline (one round trip, one implicit transaction ended by its sync),
 on SQLite one transaction (one commit); ``AsyncPostgresSaver`` gets the same as ``abatched()``.
 (LangGraph's async SQLite saver commits on its connection, not in a cursor: it is left as it is.)
-``FencedSaver`` holds a run's task writes back until the checkpoint that follows them and saves
+``FencedSaver`` defers a run's task writes until the checkpoint that follows them and saves
 both in one batch (docs/architecture.md §6).
 
 Only the cursor each saver opens is changed; its SQL, serialisation and methods are LangGraph's.

@@ -1,4 +1,4 @@
-"""The saves a leased run's checkpointer holds back, and how they are written: in order, in one
+"""The saves a leased run's checkpointer defers, and how they are written: in order, in one
 batch (docs/architecture.md §6, "Saves deferred until the run acts"): one transaction for a crash or
 a database error (a Python error in the middle may leave its first part committed).
 
@@ -6,7 +6,7 @@ A save is one call LangGraph made to the checkpointer: a checkpoint (``put``) or
 (``put_writes``). ``FencedSaver`` keeps them per thread, in the order they came, and writes them
 together when the run must be durable: before it acts on the world, when it stops, when it
 reads its own thread, and when it ends. A save is serialized when it is written, not when it is
-held: what LangGraph changes in place meanwhile (an input message's id) is in it.
+deferred: what LangGraph changes in place meanwhile (an input message's id) is in it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ Save: TypeAlias = (
     tuple[Literal["put"], tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]]
     | tuple[Literal["writes"], tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]]
 )
-"""One checkpointer call held back: ``("put", its arguments)`` or ``("writes", its arguments)``."""
+"""One deferred checkpointer call: ``("put", its arguments)`` or ``("writes", its arguments)``."""
 
 
 class Deferred:
@@ -43,21 +43,21 @@ class Deferred:
         return bool(self._saves)  # a dict's truth is read atomically: no lock on the common path
 
     def add(self, thread_id: str, save: Save) -> int:
-        """Hold ``save`` for ``thread_id``; the number of saves it holds now."""
+        """Defer ``save`` for ``thread_id``; the number of saves deferred for it now."""
         with self._lock:
             saves = self._saves.setdefault(thread_id, [])
             saves.append(save)
             return len(saves)
 
     def take(self, thread_id: str) -> list[Save]:
-        """The saves held for ``thread_id``, no longer held."""
+        """The saves deferred for ``thread_id``, taken out (no longer deferred)."""
         if not self._saves:
             return []
         with self._lock:
             return self._saves.pop(thread_id, [])
 
     def put_back(self, thread_id: str, saves: list[Save]) -> None:
-        """Hold ``saves`` again, before any held since (their write failed: tried again later)."""
+        """Defer ``saves`` again, before any deferred since (their write failed: tried later)."""
         if saves:
             with self._lock:
                 self._saves[thread_id] = [*saves, *self._saves.get(thread_id, [])]
@@ -66,9 +66,9 @@ class Deferred:
 def next_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
     """What LangGraph's savers' ``put`` returns for ``checkpoint``: the config that names it.
 
-    A held checkpoint is written later, so ``put`` answers this at once (only
-    ``update_state`` uses the answer; ``tests/test_held_checkpoints.py`` holds it to the saved
-    state's config)."""
+    A deferred checkpoint is written later, so ``put`` answers this at once (only
+    ``update_state`` uses the answer; ``tests/test_deferred_checkpoints.py`` checks it against the
+    saved state's config)."""
     configurable = config["configurable"]
     return {
         "configurable": {

@@ -1,5 +1,5 @@
 """``FencedSaver``: a LangGraph checkpointer that writes a run's checkpoints only while the run
-still holds its thread's lease (``turnkit.threads.leases``).
+still has its thread's lease (``turnkit.threads.leases``).
 
 Two processes running one thread at once would fork its checkpoint chain: LangGraph's savers have
 no single-writer guarantee (langgraph issue 8796). The lease keeps a second run out; this wrapper
@@ -50,7 +50,7 @@ from turnkit.threads.leases import Leases, afence_run, deferred_saves, fence_run
 __all__ = ["DEFER_LIMIT", "FencedSaver", "InProcessSaver", "durable", "fenced"]
 
 DEFER_LIMIT = 64
-"""Saves a run holds back before a checkpoint is written with them at once (a run that goes
+"""Saves a run defers before a checkpoint is written with them at once (a run that goes
 round many times without acting is saved every ~30 steps)."""
 
 _LOCAL: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], LocalLeases] = (
@@ -76,8 +76,9 @@ def fenced(saver: BaseCheckpointSaver[Any], leases: Leases) -> FencedSaver:
 
 
 class FencedSaver(BaseCheckpointSaver[Any]):
-    """Passes every call to ``saver``; a write carrying a run's lease is made only while the
-    lease holds (else ``LeaseLost``). ``leases`` is where runs on this saver take theirs."""
+    """Passes every call to ``saver``; a write carrying a run's lease is made only while the lease
+    is still the run's (else ``LeaseLost``). ``leases`` is where runs on this saver take
+    theirs."""
 
     def __init__(self, saver: BaseCheckpointSaver[Any], leases: Leases) -> None:
         self.saver = saver
@@ -113,7 +114,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         )  # one run, one list of saves
         return clone
 
-    # --- writes: fenced, and held back while the run may wait ---------------------------------
+    # --- writes: fenced, and deferred while the run may wait ----------------------------------
 
     def put(
         self,
@@ -175,14 +176,14 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
     @property
     def can_hold(self) -> bool:
-        """Whether runs may hold their saves back here: the saver writes several in one
+        """Whether runs may defer their saves here: the saver writes several in one
         transaction (``batched``/``abatched``: ``turnkit.storage``'s SQLite and PostgreSQL)."""
         return hasattr(self.saver, "batched") or hasattr(self.saver, "abatched")
 
     def flush(self, thread_id: str) -> None:
-        """Save what ``thread_id``'s run holds back, in order and in one transaction: before
+        """Write the saves ``thread_id``'s run deferred, in order and in one transaction: before
         the run acts (``turnkit.threads.leases.settle_run``), stops, or ends. When saving fails,
-        the saves stay held, in order, for the next flush (``forget`` drops them); when the run
+        the saves stay deferred, in order, for the next flush (``forget`` drops them); when the run
         has lost its lease, they are dropped (the thread is another run's now)."""
         held = self._deferred.take(thread_id)
         if not held:
@@ -211,7 +212,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
             raise
 
     def forget(self, thread_id: str) -> None:
-        """Drop what ``thread_id``'s run still holds (it ended, and its last flush failed: the
+        """Drop the saves ``thread_id``'s run still defers (it ended, and its last flush failed: the
         thread stays as of its last save, as after a crash)."""
         self._deferred.take(thread_id)
 
@@ -244,7 +245,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return True
 
     def _save(self, thread_id: str, save: Save) -> Any:
-        """``save`` now, after what the thread's run held back, in one transaction."""
+        """``save`` now, after the saves the thread's run deferred, in one transaction."""
         held = self._deferred.take(thread_id)
         try:
             return write(self.saver, [*held, save])
@@ -343,7 +344,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return await self.saver.aget_delta_channel_history(config=config, channels=channels)
 
     def _flush_for(self, config: RunnableConfig | None) -> None:
-        """Before a run's own read of its thread: save what it holds back, so the read sees it.
+        """Before a run's own read of its thread: write what it deferred, so the read sees it.
         (Another reader sees the thread as of its last checkpoint, as it would mid-step.)"""
         if self._deferred and config and own_lease(config) is not None:
             self.flush(_thread_of(config))
@@ -358,7 +359,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
 class InProcessSaver(FencedSaver):
     """A ``FencedSaver`` for a checkpointer that lives in this process (``InMemorySaver``), its
-    leases in this process's memory: no other process can write its threads, and a lease held in
+    leases in this process's memory: no other process can write its threads, and a lease kept in
     memory ends only when its run does, so its writes go straight through (nothing to fence, and
     nothing to batch)."""
 

@@ -42,10 +42,10 @@ LEASE_KEY = "__turnkit_lease"
 
 
 class DeferredSaves(Protocol):
-    """A checkpointer that holds a run's saves back (``turnkit.threads.fenced.FencedSaver``)."""
+    """A checkpointer that defers a run's saves (``turnkit.threads.fenced.FencedSaver``)."""
 
     def flush(self, thread_id: str) -> None:
-        """Write what the run of ``thread_id`` holds back."""
+        """Write the saves deferred for the run of ``thread_id``."""
 
     async def aflush(self, thread_id: str) -> None:
         """Async twin of ``flush``."""
@@ -56,7 +56,7 @@ log = logging.getLogger("turnkit.leases")
 
 
 def lease_of(config: Mapping[str, Any] | None) -> Lease | None:
-    """The lease of the run whose config this is, if it holds one."""
+    """The lease of the run whose config this is, if it has one."""
     if not config:
         return None
     lease = (config.get("configurable") or {}).get(LEASE_KEY)
@@ -104,20 +104,20 @@ _DEFERRED: weakref.WeakKeyDictionary[Lease, DeferredSaves] = weakref.WeakKeyDict
 
 
 def defer_saves(lease: Lease, saves: DeferredSaves) -> None:
-    """Let ``lease``'s run hold its checkpoints back in ``saves`` until it acts: for a run whose
+    """Let ``lease``'s run defer its checkpoints in ``saves`` until it acts: for a run whose
     nodes settle before they act (the turn graph's, with ``sync`` durability)."""
     _DEFERRED[lease] = saves
 
 
 def deferred_saves(lease: Lease | None) -> DeferredSaves | None:
-    """Where ``lease``'s run holds its checkpoints back, if it does."""
+    """Where ``lease``'s run defers its checkpoints, if it does."""
     return None if lease is None else _DEFERRED.get(lease)
 
 
 def settle_run(config: Mapping[str, Any] | None) -> None:
     """Before a run acts on the world (a round of tool calls, a person's decisions): ``fence_run``,
-    and save what its checkpointer holds back (``defer_saves``), so that the state that asked for
-    the act is durable before the act, and a crash can only lose steps that are harmless to run
+    and write the saves its checkpointer deferred (``defer_saves``), so that the state that asked
+    for the act is durable before the act, and a crash can only lose steps that are harmless to run
     again."""
     lease = lease_of(config)
     if lease is None:
@@ -156,7 +156,7 @@ def take(leases: Leases, thread_id: str, wait: float) -> Lease:
     """The thread's lease, waiting up to ``wait`` seconds for another run to give it back.
 
     Raises:
-        ThreadBusy: another run still held it when ``wait`` ran out (at once when 0).
+        ThreadBusy: another run still had it when ``wait`` ran out (at once when 0).
     """
     deadline = time.monotonic() + wait
     delay = 0.01
@@ -201,7 +201,7 @@ async def atake(leases: Leases, thread_id: str, wait: float) -> Lease:
 class _Asking:
     """One question for a lease, asked in a worker thread, that its asker may abandon (it was
     cancelled): a worker thread cannot be stopped, so a lease it wins after that, or won just
-    before, is given back rather than left held until it expires."""
+    before, is given back rather than left taken until it expires."""
 
     def __init__(self, leases: Leases, thread_id: str) -> None:
         self.leases, self.thread_id = leases, thread_id

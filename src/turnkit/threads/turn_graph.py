@@ -41,7 +41,7 @@ BUSY_TIMEOUT_KEY = "busy_timeout"
 
 
 class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
-    """A compiled turn graph whose runs hold their thread's lease (built by ``build_turn_graph``;
+    """A compiled turn graph whose runs take their thread's lease (built by ``build_turn_graph``;
     use it as any compiled LangGraph graph)."""
 
     def __init__(
@@ -60,8 +60,9 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         """Whether a run's checkpoints may wait until it acts: only for a graph whose nodes save
         them first (``settle_run``), as the turn graph's do, and only with ``sync`` durability
         (LangGraph then hands each step's checkpoint over before the next step starts, so what
-        asked for an act is held, and saved, when the act settles); any other graph's are saved
-        at each step (their task writes still wait for the checkpoint that follows them)."""
+        asked for an act is still deferred, and so saved, when the act settles); any other
+        graph's are saved at each step (their task writes still wait for the checkpoint that
+        follows them)."""
 
     def _thread(self, config: RunnableConfig | None) -> tuple[Leases, str, float] | None:
         """The leases, thread and wait of a run with ``config``; None when it needs no lease."""
@@ -85,7 +86,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         thread = self._thread(config)
         if thread is None:
             return super().invoke(input, config, **kwargs)
-        lease = take(*thread)  # held around the whole call: its stream needs no wrapper
+        lease = take(*thread)  # kept around the whole call: its stream needs no wrapper
         try:
             return super().invoke(input, self._with(config, lease, kwargs), **kwargs)
         finally:
@@ -133,8 +134,8 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             await self._aend(lease)
 
     def _with(self, config: Any, lease: Lease, options: dict[str, Any]) -> RunnableConfig:
-        """The run's config with its lease. A run of a graph that holds checkpoints, with
-        ``sync`` durability (``options``' own, else its configs'), holds them in its saver."""
+        """The run's config with its lease. A run of a graph that may defer checkpoints, with
+        ``sync`` durability (``options``' own, else its configs'), defers them in its saver."""
         leased = _with_lease(config, lease)
         saver = self.checkpointer
         if self.holds_checkpoints and isinstance(saver, FencedSaver) and saver.can_hold:
@@ -148,7 +149,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         return leased
 
     def _end(self, lease: Lease) -> None:
-        """End a run's hold: save what it still holds back (``FencedSaver.flush``; if that
+        """End a run: write the saves it still defers (``FencedSaver.flush``; if that
         fails, the thread stays as of its last save), then give the lease back."""
         saver = self.checkpointer
         try:
