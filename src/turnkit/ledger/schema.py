@@ -128,7 +128,8 @@ def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
     ``columns_of(table)`` names the columns ``table`` has now.
 
     Example:
-        >>> column_additions(lambda table: {"token_hash", "key_id", "created_at", "expires_at"})
+        >>> made = {"module", "fingerprint", "thread_id", "reserved_units", "reserved_window"}
+        >>> column_additions(lambda table: made | {"token_hash", "key_id", "expires_at"})
         ['ALTER TABLE turnkit_key_sessions ADD COLUMN last_seen DOUBLE PRECISION']
     """
     present: dict[str, Collection[str]] = {}

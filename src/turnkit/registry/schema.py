@@ -99,8 +99,8 @@ def check_schema(schema: object) -> list[Problem]:
     bounded cache, so checking the same declaration again costs a dictionary lookup.
 
     Example:
-        >>> check_schema({"type": "object", "anyOf": []})
-        [('/anyOf', "keyword 'anyOf' is not supported; ...")]  # doctest: +SKIP
+        >>> check_schema({"type": "object", "anyOf": []})  # doctest: +ELLIPSIS
+        [('/anyOf', "keyword 'anyOf' is not supported; ...")]
     """
     key = _canonical(schema)
     if key is None:

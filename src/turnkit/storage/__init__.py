@@ -10,7 +10,7 @@ Example:
     >>> from turnkit.storage import open_storage
     >>> with open_storage("/tmp/turnkit-doctest-storage.sqlite") as storage:
     ...     type(storage.checkpointer).__name__, type(storage.ledger).__name__
-    ('SqliteSaver', 'SqliteLedger')
+    ('BatchingSqliteSaver', 'SqliteLedger')
 """
 
 from __future__ import annotations
