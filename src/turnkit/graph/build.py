@@ -154,7 +154,7 @@ def build_turn_graph(
     compiled = leased(
         graph.compile(checkpointer=checkpointer, store=store, name="turnkit"),
         executor.ledger.thread_leases(lease_ttl),
-        holds_checkpoints=True,  # its execute and await_confirmation settle before they act
+        defers_checkpoints=True,  # its execute and await_confirmation settle before they act
     )
     configurable: dict[str, Any] = {}
     if checkpointer is not None:  # nothing to make durable without (LangGraph 1.2 fails then)
@@ -168,13 +168,13 @@ def leased(
     compiled: CompiledStateGraph[Any, Any, Any, Any],
     leases: Leases,
     *,
-    holds_checkpoints: bool = False,
+    defers_checkpoints: bool = False,
 ) -> TurnGraph:
     """``compiled`` as a ``TurnGraph`` whose runs take their thread's lease from ``leases``
-    (now, or when a server attaches its checkpointer). ``holds_checkpoints``: its nodes settle
+    (now, or when a server attaches its checkpointer). ``defers_checkpoints``: its nodes settle
     the run (``turnkit.threads.leases.settle_run``) before they act, so its checkpoints may wait."""
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
-    return TurnGraph(thread_leases=leases, holds_checkpoints=holds_checkpoints, **attrs)
+    return TurnGraph(thread_leases=leases, defers_checkpoints=defers_checkpoints, **attrs)
 
 
 def with_thread_leases(

@@ -237,7 +237,7 @@ class PostgresLeases(ThreadLeases):
         poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
         return not poller.poll(0)
 
-    confirm = vouched
+    recheck = vouched
 
     def holder(self, thread_id: str) -> str | None:
         rows = self.ledger._rows(_HOLDER, (thread_id,))

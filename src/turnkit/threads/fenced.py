@@ -99,7 +99,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         return self.saver.config_specs
 
     def __getattr__(self, name: str) -> Any:  # a saver's own extras (``setup``, ``conn``, ...)
-        if name in ("saver", "leases", "_held", "_begun"):  # not set yet (copying): no recursion
+        if name in ("saver", "leases", "_deferred", "_begun"):  # unset while copying: no loop
             raise AttributeError(name)
         return getattr(self.saver, name)
 
@@ -125,7 +125,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         fence_run(config)
         save: Save = ("put", (config, checkpoint, metadata, new_versions))
-        if self._holds(config, "batched", step=metadata):
+        if self._defers(config, "batched", step=metadata):
             if self._deferred.add(_thread_of(config), save) >= DEFER_LIMIT:
                 self.flush(_thread_of(config))
             return next_config(config, checkpoint)
@@ -140,7 +140,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     ) -> None:
         fence_run(config)
         save: Save = ("writes", (config, writes, task_id, task_path))
-        if self._holds(config, "batched", writes=writes):
+        if self._defers(config, "batched", writes=writes):
             self._deferred.add(_thread_of(config), save)
             return
         self._save(_thread_of(config), save)
@@ -154,7 +154,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         await afence_run(config)
         save: Save = ("put", (config, checkpoint, metadata, new_versions))
-        if self._holds(config, "abatched", step=metadata):
+        if self._defers(config, "abatched", step=metadata):
             if self._deferred.add(_thread_of(config), save) >= DEFER_LIMIT:
                 await self.aflush(_thread_of(config))
             return next_config(config, checkpoint)
@@ -169,13 +169,13 @@ class FencedSaver(BaseCheckpointSaver[Any]):
     ) -> None:
         await afence_run(config)
         save: Save = ("writes", (config, writes, task_id, task_path))
-        if self._holds(config, "abatched", writes=writes):
+        if self._defers(config, "abatched", writes=writes):
             self._deferred.add(_thread_of(config), save)
             return
         await self._asave(_thread_of(config), save)
 
     @property
-    def can_hold(self) -> bool:
+    def can_defer(self) -> bool:
         """Whether runs may defer their saves here: the saver writes several in one
         transaction (``batched``/``abatched``: ``turnkit.storage``'s SQLite and PostgreSQL)."""
         return hasattr(self.saver, "batched") or hasattr(self.saver, "abatched")
@@ -185,30 +185,30 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         the run acts (``turnkit.threads.leases.settle_run``), stops, or ends. When saving fails,
         the saves stay deferred, in order, for the next flush (``forget`` drops them); when the run
         has lost its lease, they are dropped (the thread is another run's now)."""
-        held = self._deferred.take(thread_id)
-        if not held:
+        saves = self._deferred.take(thread_id)
+        if not saves:
             return
         try:
-            fence_run(held[-1][1][0])
-            write(self.saver, held)
+            fence_run(saves[-1][1][0])
+            write(self.saver, saves)
         except LeaseLost:
             raise
         except BaseException:
-            self._deferred.put_back(thread_id, held)
+            self._deferred.put_back(thread_id, saves)
             raise
 
     async def aflush(self, thread_id: str) -> None:
         """``flush`` for an async saver's run."""
-        held = self._deferred.take(thread_id)
-        if not held:
+        saves = self._deferred.take(thread_id)
+        if not saves:
             return
         try:
-            await afence_run(held[-1][1][0])
-            await awrite(self.saver, held)
+            await afence_run(saves[-1][1][0])
+            await awrite(self.saver, saves)
         except LeaseLost:
             raise
         except BaseException:
-            self._deferred.put_back(thread_id, held)
+            self._deferred.put_back(thread_id, saves)
             raise
 
     def forget(self, thread_id: str) -> None:
@@ -216,7 +216,7 @@ class FencedSaver(BaseCheckpointSaver[Any]):
         thread stays as of its last save, as after a crash)."""
         self._deferred.take(thread_id)
 
-    def _holds(
+    def _defers(
         self,
         config: RunnableConfig,
         batched: str,
@@ -246,19 +246,19 @@ class FencedSaver(BaseCheckpointSaver[Any]):
 
     def _save(self, thread_id: str, save: Save) -> Any:
         """``save`` now, after the saves the thread's run deferred, in one transaction."""
-        held = self._deferred.take(thread_id)
+        saves = self._deferred.take(thread_id)
         try:
-            return write(self.saver, [*held, save])
+            return write(self.saver, [*saves, save])
         except BaseException:
-            self._deferred.put_back(thread_id, held)
+            self._deferred.put_back(thread_id, saves)
             raise
 
     async def _asave(self, thread_id: str, save: Save) -> Any:
-        held = self._deferred.take(thread_id)
+        saves = self._deferred.take(thread_id)
         try:
-            return await awrite(self.saver, [*held, save])
+            return await awrite(self.saver, [*saves, save])
         except BaseException:
-            self._deferred.put_back(thread_id, held)
+            self._deferred.put_back(thread_id, saves)
             raise
 
     # --- everything else: passed on ---------------------------------------------------------

@@ -79,7 +79,7 @@ def fence(lease: Lease) -> None:
     raise LeaseLost(
         f"this run lost its lease on thread {lease.thread_id!r} ({lease.name}): it ran past the"
         " lease's expiry without renewing it, or its database session ended, so another run may"
-        " hold the thread now. Nothing more of this run was written; run the turn again to go on"
+        " have taken the thread. Nothing more of this run was written; run the turn again to go on"
         " from the thread's latest checkpoint.",
         thread_id=lease.thread_id,
         holder=lease.leases.holder(lease.thread_id),

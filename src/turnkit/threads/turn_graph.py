@@ -48,7 +48,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         self,
         *,
         thread_leases: Leases | None = None,
-        holds_checkpoints: bool = False,
+        defers_checkpoints: bool = False,
         **kwargs: Any,
     ) -> None:
         saver = kwargs.get("checkpointer")
@@ -56,7 +56,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
             kwargs["checkpointer"] = fenced(saver, thread_leases)
         super().__init__(**kwargs)
         self.thread_leases = thread_leases
-        self.holds_checkpoints = holds_checkpoints
+        self.defers_checkpoints = defers_checkpoints
         """Whether a run's checkpoints may wait until it acts: only for a graph whose nodes save
         them first (``settle_run``), as the turn graph's do, and only with ``sync`` durability
         (LangGraph then hands each step's checkpoint over before the next step starts, so what
@@ -138,7 +138,7 @@ class TurnGraph(CompiledStateGraph[Any, Any, Any, Any]):
         ``sync`` durability (``options``' own, else its configs'), defers them in its saver."""
         leased = _with_lease(config, lease)
         saver = self.checkpointer
-        if self.holds_checkpoints and isinstance(saver, FencedSaver) and saver.can_hold:
+        if self.defers_checkpoints and isinstance(saver, FencedSaver) and saver.can_defer:
             configurable = {**(self.config or {}).get("configurable", {}), **leased["configurable"]}
             durability = options.get("durability") or configurable.get(CONFIG_KEY_DURABILITY)
             during = options.get("checkpoint_during")  # LangGraph's deprecated spelling of it
