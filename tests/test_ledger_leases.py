@@ -91,6 +91,7 @@ def test_postgres_leases_exclude_other_sessions_and_name_their_holder(postgres):
     held = first.thread_leases().take("t")
     assert held is not None
     assert held.vouched()
+    assert held.recheck()  # asked again: its session still has the lock
     assert second.thread_leases().take("t") is None
     assert second.thread_leases().holder("t") == held.name
     assert second.thread_leases().take("another thread") is not None
