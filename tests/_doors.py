@@ -21,12 +21,9 @@ import httpx
 
 from _serving import uvicorn_serving
 from _shop import Shop
-from turnkit import Registry
+from turnkit import Executor, Registry, Settings, open_ledger
 from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.executor.executor import Executor
-from turnkit.ledger import open_ledger
 from turnkit.ledger.keys import ApiKey
-from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 
 PROBLEM = "application/problem+json"
