@@ -7,9 +7,7 @@ import hashlib
 
 import pytest
 
-from turnkit import Caller
-from turnkit.errors import CallerError
-from turnkit.ledger import open_ledger
+from turnkit import Caller, CallerError, open_ledger
 from turnkit.ledger.keys import looks_like_key
 
 

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from turnkit import Caller
+from turnkit import Caller, Executor
 from turnkit.demo import (
     CATEGORIES,
     DEMO_CALLER,
@@ -26,7 +26,6 @@ from turnkit.demo import (
     scripted_demo_model,
 )
 from turnkit.demo.model import LABEL, LIST_TOOL, SET_PRICES_TOOL
-from turnkit.executor.executor import Executor
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.turn.tools import for_model
 

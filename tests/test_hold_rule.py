@@ -12,10 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turnkit import Caller, Tool
+from turnkit import CallContext, Caller, Settings, Tool
 from turnkit.executor.steps import needs_hold
-from turnkit.registry.context import CallContext
-from turnkit.registry.settings import Settings
 
 
 def _broken_check(value: dict, ctx: CallContext) -> bool:

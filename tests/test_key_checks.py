@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from turnkit import Registry
+from turnkit import Registry, Tool
 from turnkit.cli.key_checks import key_warnings
 from turnkit.demo import Catalogue
-from turnkit.registry.tool import Tool
 
 READ, WRITE = "catalogue.products:read", "catalogue.products:write"
 DECIDE = "system.confirmations:decide"

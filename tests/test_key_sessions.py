@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 import _workers
-from turnkit.ledger import Ledger, open_ledger
+from turnkit import Ledger, open_ledger
 from turnkit.ledger.keys import SESSION_TOUCH, ApiKeys
 
 NOW = 1_800_000_000.0

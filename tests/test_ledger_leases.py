@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from conftest import postgres_url
-from turnkit.ledger import open_ledger
+from turnkit import open_ledger
 from turnkit.ledger.leases import HOLDER, LocalLeases
 
 

@@ -17,9 +17,8 @@ from langgraph.types import Command
 
 from _shop import Shop, prices
 from _spawn import SPAWN
-from turnkit import Caller, Executor, Registry, StorageError
+from turnkit import Caller, Executor, Registry, StorageError, open_ledger
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.ledger import open_ledger
 from turnkit.ledger.urls import postgres_target
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel

@@ -17,9 +17,8 @@ import pytest
 
 from _shop import prices
 from test_cli import TURNKIT, env
-from turnkit import Caller
+from turnkit import Caller, MemoryLedger, open_ledger
 from turnkit.executor.steps import window_start
-from turnkit.ledger import MemoryLedger, open_ledger
 from turnkit.ledger.retention import Pruned, prune
 
 DAY = 86400.0
@@ -150,7 +149,7 @@ def test_a_repeat_after_its_record_is_pruned_runs_anew(executor, key, shop, cloc
 
 
 def test_the_retention_settings_are_checked(executor):
-    from turnkit.registry.settings import Settings
+    from turnkit import Settings
 
     with pytest.raises(ValueError, match="'retention_days' must be a number of days >= 1"):
         Settings(retention_days=0.5)

@@ -30,12 +30,9 @@ from starlette.routing import Route
 
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Registry
+from turnkit import Executor, Registry, Settings, model_name
 from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey, ApiKeys
-from turnkit.registry.names import model_name
-from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 from turnkit.server.mcp import KeyVerifier, mcp_app, mcp_server
 from turnkit.server.mcp_tools import GET_CONFIRMATION, McpTools

@@ -47,9 +47,9 @@ from _serving import free_port, wait_healthy
 from _slow_shop import FOLDER, open_gate, runs
 from conftest import postgres_url
 from test_cli import TURNKIT, env
+from turnkit import open_ledger
 from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.executor.pipeline import WAIT_GRACE
-from turnkit.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -14,11 +14,10 @@ from fastapi import Request
 
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Executor, Registry, StaticPermissions
+from turnkit import Executor, Registry, Settings, StaticPermissions
 from turnkit.executor.answers import ErrorCode
 from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.ledger.records import iso
-from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 from turnkit.server.problems import STATUS
 

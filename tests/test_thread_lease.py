@@ -256,7 +256,8 @@ def test_a_server_attached_checkpointer_is_fenced(tmp_path, shop, rights):
     """``langgraph dev`` copies the graph with its own checkpointer: the copy is still a
     ``TurnGraph`` and its runs take leases."""
     from turnkit import Executor, Registry
-    from turnkit.graph.build import builder, leased
+    from turnkit.graph import builder
+    from turnkit.graph.build import leased
 
     executor = Executor(Registry([shop]), permissions=rights)
     graph = leased(builder(executor, ScriptedModel([])).compile(), executor.ledger.thread_leases())
