@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from turnkit import Caller, CallerError, open_ledger
-from turnkit.ledger.keys import looks_like_key
+from turnkit.ledger.keys import looks_like_key  # internal: a secret's shape
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Executor, Registry
-from turnkit.executor.effects import Cancelled
+from turnkit.executor.effects import Cancelled  # internal: a closed pool's error
 
 
 class _Module:

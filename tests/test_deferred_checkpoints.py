@@ -13,6 +13,10 @@ person's decisions) runs, at an interrupt, on its own reads, and at its end. Wha
 - a run that goes round many times without acting is saved every ``DEFER_LIMIT`` saves.
 
 The history a run leaves is compared with LangGraph's own saver's in ``test_batched_saves.py``.
+
+Reaches ``turnkit.threads`` (``FencedSaver``, ``DEFER_LIMIT``, ``LEASE_KEY``, ``defer_saves``) and
+``turnkit.ledger.leases`` directly: it tests the fenced saver's own deferral, which no public name
+exposes.
 """
 
 from __future__ import annotations

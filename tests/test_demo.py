@@ -1,4 +1,8 @@
-"""The demo catalogue through the executor, the scripted demo model, and a full turn on both."""
+"""The demo catalogue through the executor, the scripted demo model, and a full turn on both.
+
+Reaches ``turnkit.demo.model`` and ``turnkit.turn.tools``: the scripted demo model's label and
+tool names, and the definitions a model is sent (``for_model``), are what it checks, and no
+public name holds them."""
 
 from __future__ import annotations
 

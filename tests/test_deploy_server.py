@@ -17,7 +17,7 @@ from _openai_server import OpenAIServer, call, reply
 from _shop import Shop
 from _studio import REPO, Server, launch, wait, wait_until_ready
 from turnkit import open_ledger
-from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

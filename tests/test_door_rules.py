@@ -14,7 +14,7 @@ import pytest
 
 from _shop import Shop, prices
 from turnkit import Caller, Executor, Registry, Settings
-from turnkit.registry.declaration import fingerprint, handler_ref
+from turnkit.registry.declaration import fingerprint, handler_ref  # internal: what doors compare
 
 
 class OtherShop(Shop):

@@ -20,7 +20,7 @@ from turnkit import (
     TurnkitError,
     tool,
 )
-from turnkit.agent.models import resolve_model
+from turnkit.agent.models import resolve_model  # internal: a model from a string
 
 pytestmark = pytest.mark.usefixtures("no_openai_environment")
 

@@ -323,7 +323,7 @@ def test_a_ledger_in_memory_remembers_its_settings_until_a_statement_writes_them
 
 def test_a_ledger_in_memory_inserts_audit_rows_together_and_shows_them_at_once():
     from turnkit import MemoryLedger
-    from turnkit.ledger.memory import AUDIT_BATCH
+    from turnkit.ledger.memory import AUDIT_BATCH  # internal: the batch size under test
 
     ledger = MemoryLedger()
     inserted: list[str] = []

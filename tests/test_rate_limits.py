@@ -17,7 +17,7 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Executor, Registry, Settings
-from turnkit.executor.steps import window_start
+from turnkit.executor.steps import window_start  # internal: names a rate-limit window
 
 WINDOW = 60.0
 

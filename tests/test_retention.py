@@ -1,7 +1,10 @@
 """Retention (``ledger/retention.py``, ``turnkit ledger prune``): decided confirmations and
 idempotency records go after ``retention_days``, expired inbox sign-ins and ended rate-limit
 windows at once, audit rows only when ``audit_retention_days`` opts in; nothing a live call
-needs goes. And a ledger made by an older turnkit is upgraded in place when opened."""
+needs goes. And a ledger made by an older turnkit is upgraded in place when opened.
+
+Reaches ``turnkit.ledger.retention`` directly, and ``turnkit.executor.steps.window_start`` to
+name a rate-limit window: it tests pruning itself, which no public name exposes."""
 
 from __future__ import annotations
 

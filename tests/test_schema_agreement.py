@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from turnkit import check_schema, validate
-from turnkit.registry.schema import compile_schema
+from turnkit.registry.schema import compile_schema  # internal: the compiled validator
 
 Schema = dict[str, Any]
 

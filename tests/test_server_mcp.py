@@ -3,6 +3,10 @@ in-memory client, against ``turnkit.server.mcp``; on SQLite and PostgreSQL ledge
 
 A held write is decided out of band here with ``executor.aconfirm`` and the key's own caller:
 what ``POST /v1/confirmations/{id}/approve`` with that key does.
+
+Reaches ``turnkit.server.mcp``, ``turnkit.server.mcp_tools``, ``turnkit.ledger.keys`` and
+``turnkit.executor.confirmations`` directly: it tests the MCP server's own parts (verifier, app,
+tools) with keys made in the ledger, which no public name exposes.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ What the code guarantees, and what the tests assert (and only that):
 Two tests pin bugs found here: a replayed error answer now says it was replayed, and a repeat
 waits for a call whose slow checks delayed its handler (the reservation is counted from the
 handler's start).
+
+Reaches ``turnkit.executor.pipeline`` for ``WAIT_GRACE`` (how long a call waits past the handler
+timeout) and ``turnkit.executor.confirmations`` for ``DECIDE_SCOPE``: no public name holds them.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from turnkit import Caller, CallerError, MissingCallerError
 from turnkit.deploy import caller_of_user
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.testing import ScriptedModel
-from turnkit.turn.server_user import KEY_FIELD
+from turnkit.turn.server_user import KEY_FIELD  # internal: the field key_user fills
 
 
 class ProxiedUser:

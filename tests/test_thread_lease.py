@@ -3,6 +3,9 @@ every run mode and on every backend, until it ends — however it ends.
 
 The cross-process cases (two OS processes, a SIGKILLed holder, a stalled one) are in
 ``test_thread_lease_processes.py``; the ledger's lease rows and locks in ``test_ledger_leases.py``.
+
+Reaches ``turnkit.threads`` and ``turnkit.graph.build`` directly: it tests the fenced saver, the
+lease and the leased graph themselves, which no public name exposes.
 """
 
 from __future__ import annotations
