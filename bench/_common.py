@@ -21,8 +21,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import StructuredTool
 
-from turnkit import Registry, Settings, Tool
-from turnkit.executor.executor import Executor
+from turnkit import Executor, Registry, Settings, Tool
 from turnkit.testing import ScriptedModel
 
 __all__ = [

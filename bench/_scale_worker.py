@@ -37,8 +37,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from turnkit import Caller, Registry, StaticPermissions, ThreadBusy, Tool
-from turnkit.executor.executor import Executor
+from turnkit import Caller, Executor, Registry, StaticPermissions, ThreadBusy, Tool
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.storage import open_async_storage
 

@@ -23,8 +23,8 @@ from langgraph.graph import END, START, StateGraph
 
 from bench import _common
 from turnkit._compat import RunnableCallable
+from turnkit.graph import TurnOutput, TurnState
 from turnkit.graph.build import wire
-from turnkit.nodes.state import TurnOutput, TurnState
 
 __all__ = ["shape_graph", "three_step_graph"]
 

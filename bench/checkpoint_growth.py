@@ -42,8 +42,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from turnkit import Caller, Registry, Tool
-from turnkit.executor.executor import Executor
+from turnkit import Caller, Executor, Registry, Tool
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.storage import open_storage
 

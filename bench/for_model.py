@@ -25,8 +25,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from turnkit import Caller, Registry, StaticPermissions, Tool
-from turnkit.executor.executor import Executor
+from turnkit import Caller, Executor, Registry, StaticPermissions, Tool
 from turnkit.turn.tools import for_model
 
 SCENARIO = "for_model"

@@ -35,8 +35,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.turn_overhead import CONTEXT, QUESTION, SESSION
+from turnkit import Ledger
 from turnkit.graph import build_turn_graph
-from turnkit.ledger import Ledger
 from turnkit.storage import open_storage
 from turnkit.threads.leases import give_back, take
 

@@ -59,7 +59,7 @@ import httpx
 from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel
 
-from turnkit.ledger import open_ledger
+from turnkit import open_ledger
 
 SCENARIO = "server"
 ROOT = Path(__file__).resolve().parent.parent

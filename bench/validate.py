@@ -19,7 +19,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from turnkit.registry.schema import validate
+from turnkit import validate
 
 TARGET_RATIO = 0.05
 """turnkit's time for a valid input over jsonschema's, at most (a ratio: machines differ)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from _shop import Shop
 from turnkit import StaticPermissions
-from turnkit.executor.confirmations import CONFIRM_ANY
+from turnkit.executor.confirmations import CONFIRM_ANY  # internal: no public name
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 """The sign-in tokens this application knows, and whose they are."""

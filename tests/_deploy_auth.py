@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from _deploy_app import signed_in
 from turnkit.deploy import turnkit_auth
-from turnkit.deploy.env import deployment
+from turnkit.deploy.env import deployment  # internal: what langgraph.json serves
 
 auth = turnkit_auth(deployment, sessions=signed_in)

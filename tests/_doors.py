@@ -5,6 +5,10 @@ ledger, and a module whose handler the test holds up.
 A second door is another application (another process, as far as the ledger can tell) on the same
 database: its own ``Executor`` with its own registry and settings given in code, over its own
 connection to the ledger, served by its own uvicorn.
+
+Reaches ``turnkit.executor.confirmations`` and ``turnkit.ledger.keys`` for ``DECIDE_SCOPE`` and
+``ApiKey``: the scope that lets a key decide held writes and the key record the ledger returns have
+no public name.
 """
 
 from __future__ import annotations
@@ -21,12 +25,9 @@ import httpx
 
 from _serving import uvicorn_serving
 from _shop import Shop
-from turnkit import Registry
+from turnkit import Executor, Registry, Settings, open_ledger
 from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.executor.executor import Executor
-from turnkit.ledger import open_ledger
 from turnkit.ledger.keys import ApiKey
-from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 
 PROBLEM = "application/problem+json"

@@ -28,10 +28,7 @@ from _modes import RUN_MODES, Turns
 from _openai_server import OpenAIServer
 from _pgbouncer import PgBouncer
 from _shop import Shop
-from turnkit import Caller, Registry, StaticPermissions
-from turnkit.executor.executor import Executor
-from turnkit.ledger import Ledger, open_ledger
-from turnkit.registry.settings import Settings
+from turnkit import Caller, Executor, Ledger, Registry, Settings, StaticPermissions, open_ledger
 
 POSTGRES_ENV = "TURNKIT_TEST_POSTGRES_URL"
 

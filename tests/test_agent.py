@@ -43,7 +43,7 @@ from turnkit import (
     chat,
     tool,
 )
-from turnkit.agent.structured import instruction
+from turnkit.agent.structured import instruction  # internal: the prompt checked
 from turnkit.testing import ScriptedModel
 
 SPAWN = multiprocessing.get_context("spawn")

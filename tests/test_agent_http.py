@@ -4,6 +4,10 @@ The server (``_openai_server.py``) records every request body, so these tests ch
 goes over the wire: tool names and schemas, the tool-call/tool-message pairing of the second
 request, fitted results, held writes resumed with ``confirm``, streaming, usage and structured
 output. It also refuses a history OpenAI would refuse, and a call beyond the script fails loudly.
+
+Reaches ``turnkit.agent``'s modules for ``LocalModule``, ``resolve_model`` and ``instruction``:
+local tools beside a registry module, a ChatOpenAI pointed at the test server and the
+structured-output prompt checked on the wire have no public name.
 """
 
 from __future__ import annotations

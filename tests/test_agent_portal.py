@@ -4,6 +4,9 @@ An interrupted ``prompt`` or a cancelled ``aprompt`` cancels its turn and waits 
 returns; a blocking call from turnkit's own loop (an async tool handler) is refused with what to do
 instead, not deadlocked; an Agent made before ``os.fork`` answers in the child; ``aclose`` and
 ``async with`` never block the caller's event loop.
+
+Reaches ``turnkit.agent._portal`` directly: it tests the portal's own behaviour, which no public
+name exposes.
 """
 
 from __future__ import annotations

@@ -7,10 +7,8 @@ import hashlib
 
 import pytest
 
-from turnkit import Caller
-from turnkit.errors import CallerError
-from turnkit.ledger import open_ledger
-from turnkit.ledger.keys import looks_like_key
+from turnkit import Caller, CallerError, open_ledger
+from turnkit.ledger.keys import looks_like_key  # internal: a secret's shape
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from _shop import prices
 from turnkit import Caller, Executor, Registry
-from turnkit.executor.effects import Cancelled
+from turnkit.executor.effects import Cancelled  # internal: a closed pool's error
 
 
 class _Module:
@@ -165,7 +165,7 @@ async def test_a_call_whose_code_is_all_sync_makes_one_worker_thread_hop(ledger,
 def any_ledger(request, ledger) -> Any:
     """The test's ledger (SQLite file, PostgreSQL), or a ``MemoryLedger``, whose statements run
     on the event loop."""
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     return ledger if request.param == "given" else MemoryLedger()
 
@@ -212,7 +212,7 @@ async def test_an_executor_closed_while_a_cancelled_calls_handler_runs_leaves_it
     has its outcome not recorded (a warning says which call). It used to be recorded then,
     on a ledger that may be closed by then (an ``Agent`` closing its own executor's memory
     ledger got ``ProgrammingError: Cannot operate on a closed database`` logged)."""
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     ledger = MemoryLedger()  # the steps stay on the loop: a thread records the outcome
     started, go_on = threading.Event(), threading.Event()

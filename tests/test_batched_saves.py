@@ -25,8 +25,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
 
 from conftest import postgres_url
-from turnkit import Caller, Registry, StaticPermissions
-from turnkit.executor.executor import Executor
+from turnkit import Caller, Executor, Registry, StaticPermissions
 from turnkit.graph import TurnContext, build_turn_graph, with_thread_leases
 from turnkit.storage import open_storage
 from turnkit.testing import ScriptedModel

@@ -1,4 +1,7 @@
-"""Callers and the permission provider asked at call time."""
+"""Callers and the permission provider asked at call time.
+
+Reaches ``turnkit.registry.caller`` directly: it tests ``permissions_now`` and
+``apermissions_now`` themselves, which no public name exposes."""
 
 from __future__ import annotations
 

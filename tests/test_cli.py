@@ -16,8 +16,7 @@ import pytest
 
 import _cli_app
 from _shop import prices
-from turnkit import Caller, Executor, Registry
-from turnkit.ledger import open_ledger
+from turnkit import Caller, Executor, Registry, open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

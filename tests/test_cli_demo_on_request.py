@@ -14,8 +14,7 @@ import pytest
 import _myapp
 from test_cli import ROOT, TURNKIT, env, flat, words
 from test_cli_first_hour import no_traceback
-from turnkit import Caller, Executor, Registry
-from turnkit.ledger import open_ledger
+from turnkit import Caller, Executor, Registry, open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -15,9 +15,8 @@ import pexpect
 import pytest
 
 from test_cli import TURNKIT, UUID, ask_for_a_price_change, env, flat, run, spawn_chat, words
-from turnkit import Caller
-from turnkit.cli.settings import _parsed
-from turnkit.ledger import Confirmation, Ledger, open_ledger
+from turnkit import Caller, Confirmation, Ledger, open_ledger
+from turnkit.cli.settings import _parsed  # internal: how `settings set` reads a value
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from test_cli import TURNKIT, env
-from turnkit.ledger import open_ledger
+from turnkit import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -9,7 +9,7 @@ import pytest
 import _workers
 from _shop import prices
 from turnkit import Caller, Decision
-from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 
 
 @pytest.fixture

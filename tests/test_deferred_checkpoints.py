@@ -13,6 +13,10 @@ person's decisions) runs, at an interrupt, on its own reads, and at its end. Wha
 - a run that goes round many times without acting is saved every ``DEFER_LIMIT`` saves.
 
 The history a run leaves is compared with LangGraph's own saver's in ``test_batched_saves.py``.
+
+Reaches ``turnkit.threads`` (``FencedSaver``, ``DEFER_LIMIT``, ``LEASE_KEY``, ``defer_saves``) and
+``turnkit.ledger.leases`` directly: it tests the fenced saver's own deferral, which no public name
+exposes.
 """
 
 from __future__ import annotations
@@ -28,8 +32,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 
 from conftest import postgres_url
-from turnkit import Caller, Registry, Tool
-from turnkit.executor.executor import Executor
+from turnkit import Caller, Executor, Registry, Tool
 from turnkit.graph import TurnContext, build_turn_graph, with_thread_leases
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
@@ -82,7 +85,7 @@ def _reader(url: str) -> Any:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         saver = SqliteSaver(sqlite3.connect(url, check_same_thread=False))
-    from turnkit.nodes.state import TurnState
+    from turnkit import TurnState
 
     builder = StateGraph(TurnState)
     builder.add_node("n", lambda state: {})

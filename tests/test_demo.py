@@ -1,4 +1,8 @@
-"""The demo catalogue through the executor, the scripted demo model, and a full turn on both."""
+"""The demo catalogue through the executor, the scripted demo model, and a full turn on both.
+
+Reaches ``turnkit.demo.model`` and ``turnkit.turn.tools``: the scripted demo model's label and
+tool names, and the definitions a model is sent (``for_model``), are what it checks, and no
+public name holds them."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from turnkit import Caller
+from turnkit import Caller, Executor
 from turnkit.demo import (
     CATEGORIES,
     DEMO_CALLER,
@@ -26,7 +30,6 @@ from turnkit.demo import (
     scripted_demo_model,
 )
 from turnkit.demo.model import LABEL, LIST_TOOL, SET_PRICES_TOOL
-from turnkit.executor.executor import Executor
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.turn.tools import for_model
 

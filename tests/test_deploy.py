@@ -52,7 +52,7 @@ def test_importing_what_langgraph_json_names_opens_and_writes_nothing(tmp_path):
 def test_the_demo_factory_builds_its_files_on_first_call_and_then_returns_the_same_graph(
     tmp_path, monkeypatch
 ):
-    from turnkit.demo import studio
+    from turnkit.demo import studio  # internal: the Studio graph langgraph.json names
 
     monkeypatch.setenv("TURNKIT_DEMO_DB", str(tmp_path / "demo" / "catalogue.sqlite"))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -16,8 +16,8 @@ from langgraph_sdk import get_client
 from _openai_server import OpenAIServer, call, reply
 from _shop import Shop
 from _studio import REPO, Server, launch, wait, wait_until_ready
-from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.ledger import open_ledger
+from turnkit import open_ledger
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 
 from _shop import Shop, prices
-from turnkit import Caller, Registry
-from turnkit.executor.executor import Executor
-from turnkit.registry.declaration import fingerprint, handler_ref
-from turnkit.registry.settings import Settings
+from turnkit import Caller, Executor, Registry, Settings
+from turnkit.registry.declaration import fingerprint, handler_ref  # internal: what doors compare
 
 
 class OtherShop(Shop):

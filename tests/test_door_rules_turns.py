@@ -17,10 +17,9 @@ from langgraph.types import Command
 
 from _shop import Shop, prices
 from test_door_rules import OtherShop
-from turnkit import Caller, Executor, Registry
+from turnkit import Caller, Executor, Registry, Settings
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.middleware import TurnkitMiddleware
-from turnkit.registry.settings import Settings
 from turnkit.testing import ScriptedModel
 
 ALICE = TurnContext(caller=Caller.session("alice"))

@@ -27,9 +27,7 @@ from _doors import (
 )
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Caller, Registry
-from turnkit.executor.executor import Executor
-from turnkit.registry.settings import Settings
+from turnkit import Caller, Executor, Registry, Settings
 from turnkit.server import create_app
 
 

@@ -29,7 +29,7 @@ from _doors import (
 )
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 from turnkit.server import create_app
 
 IDEMPOTENCY = "io.turnkit/idempotency_key"

@@ -20,7 +20,7 @@ from turnkit import (
     TurnkitError,
     tool,
 )
-from turnkit.agent.models import resolve_model
+from turnkit.agent.models import resolve_model  # internal: a model from a string
 
 pytestmark = pytest.mark.usefixtures("no_openai_environment")
 
@@ -140,8 +140,7 @@ def test_a_session_missing_writes_only_for_the_switch_gets_one_warning_naming_it
 def test_an_executor_without_a_ledger_leaves_no_folder_behind(tmp_path, monkeypatch):
     import tempfile
 
-    from turnkit import chat
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger, chat
     from turnkit.testing import ScriptedModel
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -16,10 +16,7 @@ from typing import Any
 
 import pytest
 
-from turnkit import Caller, Registry
-from turnkit.executor.executor import Executor
-from turnkit.registry.context import CallContext
-from turnkit.registry.settings import Settings
+from turnkit import CallContext, Caller, Executor, Registry, Settings
 
 TIMEOUT = 0.2
 BOUND = 30.0
@@ -67,7 +64,7 @@ def release() -> Iterator[threading.Event]:
 def lab_ledger(request, ledger) -> Any:
     """The test's ledger (SQLite file, PostgreSQL), or a ``MemoryLedger``: async calls then stay
     on the event loop and hand a sync handler to the handler pool from there."""
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     return ledger if request.param == "given" else MemoryLedger()
 

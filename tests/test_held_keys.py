@@ -15,7 +15,7 @@ import pytest
 from _shop import prices
 from test_cli import TURNKIT, env
 from turnkit import Caller
-from turnkit.executor.steps import window_start
+from turnkit.executor.steps import window_start  # internal: names a rate-limit window
 
 DELETE = {"sku": "TEA-0001"}
 

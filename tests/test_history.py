@@ -3,6 +3,9 @@
 The reducer is checked against ``add_messages`` and for the two properties a replay needs
 (deterministic ids, batching invariance); then through LangGraph's real snapshot-and-replay on a
 SQLite file, and on a turnkit thread whose bytes per round must not grow.
+
+Reaches ``turnkit.nodes.history`` directly: it tests the messages reducer's own behaviour
+(``fold_messages``, ``message_id``), which no public name exposes.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 A call that ``needs_hold`` must carry an idempotency key (a repeat returns the same held answer,
 not a second confirmation), so ``tool.never_held`` may be True only when no caller, input or
 setting can hold the tool's calls.
+
+Reaches ``turnkit.executor.steps`` directly: it tests the pipeline's own hold rule (``needs_hold``),
+which no public name exposes.
 """
 
 from __future__ import annotations
@@ -12,10 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turnkit import Caller, Tool
+from turnkit import CallContext, Caller, Settings, Tool
 from turnkit.executor.steps import needs_hold
-from turnkit.registry.context import CallContext
-from turnkit.registry.settings import Settings
 
 
 def _broken_check(value: dict, ctx: CallContext) -> bool:

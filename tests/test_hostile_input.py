@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from _shop import prices
-from turnkit import Caller, Registry
-from turnkit.executor.executor import Executor
-from turnkit.registry.settings import Settings
+from turnkit import Caller, Executor, Registry, Settings
 
 TEN_MB = 10 * 1024 * 1024
 MESSAGE_BOUND = 300

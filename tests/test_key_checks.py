@@ -1,5 +1,8 @@
 """``turnkit keys create``'s warnings as values: what a key's scopes and allow list can be known
-to miss, against the loaded tools or, without them, by the scopes' names alone."""
+to miss, against the loaded tools or, without them, by the scopes' names alone.
+
+Reaches ``turnkit.cli.key_checks`` directly: it tests ``key_warnings`` itself, which no public
+name exposes."""
 
 from __future__ import annotations
 
@@ -7,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from turnkit import Registry
+from turnkit import Registry, Tool
 from turnkit.cli.key_checks import key_warnings
 from turnkit.demo import Catalogue
-from turnkit.registry.tool import Tool
 
 READ, WRITE = "catalogue.products:read", "catalogue.products:write"
 DECIDE = "system.confirmations:decide"

@@ -1,6 +1,9 @@
 """Sign-ins of keys to the web inbox, in the ledger: an idle timeout, uses that extend it (with
 at most one write a minute), sign-ins that ended purged at the next sign-in, and a ledger made
-before the idle timeout existed upgraded in place; on SQLite and PostgreSQL."""
+before the idle timeout existed upgraded in place; on SQLite and PostgreSQL.
+
+Reaches ``turnkit.ledger.keys`` directly: it tests the key store's own sign-ins (``ApiKeys``,
+``SESSION_TOUCH``), which no public name exposes."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import sqlite3
 import pytest
 
 import _workers
-from turnkit.ledger import Ledger, open_ledger
+from turnkit import Ledger, open_ledger
 from turnkit.ledger.keys import SESSION_TOUCH, ApiKeys
 
 NOW = 1_800_000_000.0

@@ -12,8 +12,7 @@ import pytest
 
 import _workers
 from _shop import prices
-from turnkit import Caller, Registry, Settings, SqliteLedger, Tool, open_ledger
-from turnkit.executor.executor import Executor
+from turnkit import Caller, Executor, Registry, Settings, SqliteLedger, Tool, open_ledger
 
 
 def test_settings_are_read_at_call_time(executor, ledger):
@@ -187,7 +186,7 @@ def test_an_executors_own_ledger_lives_in_memory_and_is_shared_by_its_threads():
     closing it while another thread runs a statement waits for that statement."""
     import threading
 
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     executor = Executor(Registry())
     ledger = executor.ledger
@@ -297,7 +296,7 @@ class Demo:
 
 
 def test_a_ledger_in_memory_remembers_its_settings_until_a_statement_writes_them():
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     ledger = MemoryLedger()
     reads: list[str] = []
@@ -323,8 +322,8 @@ def test_a_ledger_in_memory_remembers_its_settings_until_a_statement_writes_them
 
 
 def test_a_ledger_in_memory_inserts_audit_rows_together_and_shows_them_at_once():
-    from turnkit.ledger import MemoryLedger
-    from turnkit.ledger.memory import AUDIT_BATCH
+    from turnkit import MemoryLedger
+    from turnkit.ledger.memory import AUDIT_BATCH  # internal: the batch size under test
 
     ledger = MemoryLedger()
     inserted: list[str] = []
@@ -355,7 +354,7 @@ def test_a_ledger_in_memory_inserts_audit_rows_together_and_shows_them_at_once()
 @pytest.fixture(params=["memory", "sql"])
 def charged(request, ledger) -> Any:
     """A ``MemoryLedger`` (usage counted in a dict), then the test's SQL ledger."""
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     return MemoryLedger() if request.param == "memory" else ledger
 
@@ -377,7 +376,7 @@ def test_a_ledger_charges_rate_limits_within_the_limit_only(charged):
 
 
 def test_a_closed_ledger_in_memory_refuses_every_call():
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     ledger = MemoryLedger()
     ledger.close()
@@ -397,7 +396,7 @@ def test_a_ledger_in_memory_drops_an_audit_batch_the_table_refuses_and_goes_on(
     """A batch is inserted in one transaction: a row the table refuses fails the batch, which
     is dropped (logged), never half-inserted nor tried again forever."""
     expect_errors("2 audit rows could not be inserted and are lost")  # audit lost: an error
-    from turnkit.ledger import MemoryLedger
+    from turnkit import MemoryLedger
 
     ledger = MemoryLedger()
     ledger.audit(at=1.0, caller="c", tool="demo.first", status="ok", code=None, duration_ms=1.0)

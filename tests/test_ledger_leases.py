@@ -1,5 +1,8 @@
 """The ledger's thread leases: lock rows that expire on SQLite, advisory locks on PostgreSQL,
-memory for a checkpointer that lives in one process (``turnkit.ledger.leases``)."""
+memory for a checkpointer that lives in one process (``turnkit.ledger.leases``).
+
+Reaches ``turnkit.ledger.leases`` and ``turnkit.threads.leases`` directly: it tests the lease
+rows and locks themselves, which no public name exposes."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import psycopg
 import pytest
 
 from conftest import postgres_url
-from turnkit.ledger import open_ledger
+from turnkit import open_ledger
 from turnkit.ledger.leases import HOLDER, LocalLeases
 
 

@@ -17,7 +17,7 @@ from turnkit import Caller, Executor, Registry, ThreadBusy, TurnkitMiddleware
 from turnkit.graph import TurnContext, with_thread_leases
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
-from turnkit.threads.turn_graph import TurnGraph
+from turnkit.threads.turn_graph import TurnGraph  # internal: the type with_thread_leases returns
 
 ALICE = TurnContext(caller=Caller.session("alice"))
 CONFIG = {"configurable": {"thread_id": "agent-thread"}}

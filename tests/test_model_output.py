@@ -1,5 +1,9 @@
 """What a hostile or broken model sends never crashes a turn, never runs when it should not, and
 is answered in the order of its calls — in every run mode, on every checkpointer (strict msgpack).
+
+Reaches ``turnkit.registry.json_limits`` (``MAX_DEPTH``, the nesting limit a refusal names) and
+``turnkit.turn.keys`` (how a call's idempotency key is made and read back): no public name holds
+them.
 """
 
 from __future__ import annotations

@@ -15,9 +15,8 @@ from langgraph.types import Command
 
 from _openai_server import OpenAIServer, call, reply
 from _shop import prices
-from turnkit import Caller, Executor, Registry
+from turnkit import Caller, Executor, Registry, Settings
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.registry.settings import Settings
 
 SCOPES = {"shop.products:read", "shop.products:write"}
 KEY = TurnContext(caller=Caller.key("key-1", user_id="alice", scopes=SCOPES))

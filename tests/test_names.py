@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnkit.registry.names import is_model_name, model_name, model_names
+from turnkit import model_name, model_names
+from turnkit.registry.names import is_model_name  # internal: the rule itself
 
 MODEL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """The rule model APIs state, written out here independently of the code under test."""

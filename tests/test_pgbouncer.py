@@ -5,6 +5,10 @@ nothing may live in a session: prepared statements (PgBouncer 1.18, Debian 12's,
 session advisory locks, LISTEN. Each test gets a fresh database on the test server, reached
 through one ``pgbouncer`` started for the session (``tests/_pgbouncer.py``). Skipped without
 ``TURNKIT_TEST_POSTGRES_URL``; with it, a missing ``pgbouncer`` fails (``.ci/run`` installs it).
+
+Reaches ``turnkit.ledger.urls``, ``turnkit.ledger.leases`` and ``turnkit.ledger.postgres`` directly:
+it tests how a ``pooler=transaction`` URL is read and which leases it gets, which no public name
+exposes.
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from langgraph.types import Command
 
 from _shop import Shop, prices
 from _spawn import SPAWN
-from turnkit import Caller, Executor, Registry, StorageError
+from turnkit import Caller, Executor, Registry, StorageError, open_ledger
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.ledger import open_ledger
 from turnkit.ledger.urls import postgres_target
 from turnkit.storage import open_async_storage, open_storage
 from turnkit.testing import ScriptedModel

@@ -183,8 +183,7 @@ def test_input_schema_has_no_control_fields(executor):
 
 
 def test_a_tool_error_is_shown_to_the_caller_with_its_details(ledger, rights):
-    from turnkit import Executor, Registry
-    from turnkit.errors import ToolError
+    from turnkit import Executor, Registry, ToolError
 
     def get(input, ctx):
         raise ToolError(f"no product {input['sku']!r}", known=["TEA-0001"])

@@ -16,10 +16,8 @@ from typing import Any
 import pytest
 
 from _shop import prices
-from turnkit import Caller, Registry
-from turnkit.executor.executor import Executor
-from turnkit.executor.steps import window_start
-from turnkit.registry.settings import Settings
+from turnkit import Caller, Executor, Registry, Settings
+from turnkit.executor.steps import window_start  # internal: names a rate-limit window
 
 WINDOW = 60.0
 

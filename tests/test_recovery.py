@@ -14,7 +14,7 @@ from _shop import prices
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.testing import ScriptedModel
-from turnkit.turn.keys import idempotency_key
+from turnkit.turn.keys import idempotency_key  # internal: the key a turn gives a call
 
 ALICE = TurnContext(caller=Caller.session("alice"))
 CONFIG = {"configurable": {"thread_id": "stopped"}}

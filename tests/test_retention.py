@@ -1,7 +1,10 @@
 """Retention (``ledger/retention.py``, ``turnkit ledger prune``): decided confirmations and
 idempotency records go after ``retention_days``, expired inbox sign-ins and ended rate-limit
 windows at once, audit rows only when ``audit_retention_days`` opts in; nothing a live call
-needs goes. And a ledger made by an older turnkit is upgraded in place when opened."""
+needs goes. And a ledger made by an older turnkit is upgraded in place when opened.
+
+Reaches ``turnkit.ledger.retention`` directly, and ``turnkit.executor.steps.window_start`` to
+name a rate-limit window: it tests pruning itself, which no public name exposes."""
 
 from __future__ import annotations
 
@@ -17,9 +20,8 @@ import pytest
 
 from _shop import prices
 from test_cli import TURNKIT, env
-from turnkit import Caller
+from turnkit import Caller, MemoryLedger, open_ledger
 from turnkit.executor.steps import window_start
-from turnkit.ledger import MemoryLedger, open_ledger
 from turnkit.ledger.retention import Pruned, prune
 
 DAY = 86400.0
@@ -150,7 +152,7 @@ def test_a_repeat_after_its_record_is_pruned_runs_anew(executor, key, shop, cloc
 
 
 def test_the_retention_settings_are_checked(executor):
-    from turnkit.registry.settings import Settings
+    from turnkit import Settings
 
     with pytest.raises(ValueError, match="'retention_days' must be a number of days >= 1"):
         Settings(retention_days=0.5)

@@ -1,4 +1,7 @@
-"""The schema subset: what check_schema refuses, what validate reports, and the bounded caches."""
+"""The schema subset: what check_schema refuses, what validate reports, and the bounded caches.
+
+Reaches ``turnkit.registry.schema`` directly: it tests ``compile_schema`` and the module's
+caches, which no public name exposes."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from turnkit.registry.schema import check_schema, compile_schema, validate
+from turnkit import check_schema, validate
+from turnkit.registry.schema import compile_schema  # internal: the compiled validator
 
 Schema = dict[str, Any]
 

@@ -32,8 +32,7 @@ from schemathesis.checks import not_a_server_error
 from _serving import uvicorn_serving
 from _shop import prices
 from test_server_rest import PROBLEM
-from turnkit import Registry
-from turnkit.executor.executor import Executor
+from turnkit import Executor, Registry
 from turnkit.server import create_app
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'

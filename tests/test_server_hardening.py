@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from _serving import uvicorn_serving
-from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 from turnkit.server import create_app
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}

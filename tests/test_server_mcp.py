@@ -3,6 +3,10 @@ in-memory client, against ``turnkit.server.mcp``; on SQLite and PostgreSQL ledge
 
 A held write is decided out of band here with ``executor.aconfirm`` and the key's own caller:
 what ``POST /v1/confirmations/{id}/approve`` with that key does.
+
+Reaches ``turnkit.server.mcp``, ``turnkit.server.mcp_tools``, ``turnkit.ledger.keys`` and
+``turnkit.executor.confirmations`` directly: it tests the MCP server's own parts (verifier, app,
+tools) with keys made in the ledger, which no public name exposes.
 """
 
 from __future__ import annotations
@@ -30,12 +34,9 @@ from starlette.routing import Route
 
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Registry
+from turnkit import Executor, Registry, Settings, model_name
 from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey, ApiKeys
-from turnkit.registry.names import model_name
-from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 from turnkit.server.mcp import KeyVerifier, mcp_app, mcp_server
 from turnkit.server.mcp_tools import GET_CONFIRMATION, McpTools

@@ -23,6 +23,9 @@ What the code guarantees, and what the tests assert (and only that):
 Two tests pin bugs found here: a replayed error answer now says it was replayed, and a repeat
 waits for a call whose slow checks delayed its handler (the reservation is counted from the
 handler's start).
+
+Reaches ``turnkit.executor.pipeline`` for ``WAIT_GRACE`` (how long a call waits past the handler
+timeout) and ``turnkit.executor.confirmations`` for ``DECIDE_SCOPE``: no public name holds them.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ from _serving import free_port, wait_healthy
 from _slow_shop import FOLDER, open_gate, runs
 from conftest import postgres_url
 from test_cli import TURNKIT, env
+from turnkit import open_ledger
 from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.executor.pipeline import WAIT_GRACE
-from turnkit.ledger import open_ledger
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

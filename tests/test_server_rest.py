@@ -1,6 +1,10 @@
 """The REST API over real HTTP: uvicorn on 127.0.0.1, httpx with keep-alive, on SQLite and
 PostgreSQL. Keys, per-key tool lists, reads, held writes decided over REST, dry runs,
-idempotency, and every kind of bad request answered with a problem document, never a 5xx."""
+idempotency, and every kind of bad request answered with a problem document, never a 5xx.
+
+Reaches ``turnkit.executor.answers``, ``turnkit.server.problems``, ``turnkit.ledger.records`` and
+``turnkit.executor.confirmations``: the status map checked against every error code, the time
+format of an expiry and the scope that decides holds have no public name."""
 
 from __future__ import annotations
 
@@ -14,11 +18,10 @@ from fastapi import Request
 
 from _serving import uvicorn_serving
 from _shop import prices
-from turnkit import Executor, Registry, StaticPermissions
+from turnkit import Executor, Registry, Settings, StaticPermissions
 from turnkit.executor.answers import ErrorCode
 from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.ledger.records import iso
-from turnkit.registry.settings import Settings
 from turnkit.server import create_app
 from turnkit.server.problems import STATUS
 

@@ -10,9 +10,10 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from turnkit import Caller, CallerError, MissingCallerError
+from turnkit.deploy import caller_of_user
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.testing import ScriptedModel
-from turnkit.turn.server_user import KEY_FIELD, caller_of_user
+from turnkit.turn.server_user import KEY_FIELD  # internal: the field key_user fills
 
 
 class ProxiedUser:

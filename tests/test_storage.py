@@ -24,9 +24,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from _shop import Shop, prices
-from turnkit import Caller, Executor, Registry, StorageError
+from turnkit import Caller, Executor, Registry, StorageError, open_ledger
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.ledger import open_ledger
 from turnkit.storage import AsyncStorage, Storage, open_async_storage, open_storage
 from turnkit.testing import ScriptedModel
 

@@ -30,9 +30,9 @@ from _studio import (
     wait,
     wait_until_ready,
 )
+from turnkit import open_ledger
 from turnkit.demo import ledger_path
-from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.ledger import open_ledger
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -3,6 +3,9 @@ every run mode and on every backend, until it ends — however it ends.
 
 The cross-process cases (two OS processes, a SIGKILLed holder, a stalled one) are in
 ``test_thread_lease_processes.py``; the ledger's lease rows and locks in ``test_ledger_leases.py``.
+
+Reaches ``turnkit.threads`` and ``turnkit.graph.build`` directly: it tests the fenced saver, the
+lease and the leased graph themselves, which no public name exposes.
 """
 
 from __future__ import annotations
@@ -256,7 +259,8 @@ def test_a_server_attached_checkpointer_is_fenced(tmp_path, shop, rights):
     """``langgraph dev`` copies the graph with its own checkpointer: the copy is still a
     ``TurnGraph`` and its runs take leases."""
     from turnkit import Executor, Registry
-    from turnkit.graph.build import builder, leased
+    from turnkit.graph import builder
+    from turnkit.graph.build import leased
 
     executor = Executor(Registry([shop]), permissions=rights)
     graph = leased(builder(executor, ScriptedModel([])).compile(), executor.ledger.thread_leases())

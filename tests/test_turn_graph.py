@@ -10,11 +10,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from _shop import prices
-from turnkit import Caller, Decision, Executor, MissingCallerError, Registry, ResumeError
+from turnkit import Caller, Decision, Executor, MissingCallerError, Registry, ResumeError, Settings
 from turnkit.graph import TurnContext, build_turn_graph
-from turnkit.registry.settings import Settings
 from turnkit.testing import ScriptedModel
-from turnkit.turn.keys import idempotency_key
+from turnkit.turn.keys import idempotency_key  # internal: the key a turn gives a call
 
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
 ALICE = TurnContext(caller=Caller.session("alice"))

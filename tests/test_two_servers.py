@@ -28,8 +28,8 @@ from _shop import Shop
 from _studio import REPO, RUN_TIMEOUT, Server, launch, wait, wait_until_ready
 from conftest import postgres_url
 from test_readme import blocks
-from turnkit.executor.confirmations import DECIDE_SCOPE
-from turnkit.ledger import Ledger, open_ledger
+from turnkit import Ledger, open_ledger
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 

@@ -1,7 +1,10 @@
-"""Each node and route reads only the channels its view names (``turn/views.py``): LangGraph gives
+"""Each node and route reads only the channels its view names (``graph/views.py``): LangGraph gives
 a node just those channels, so a read outside its view would silently see nothing. Every node and
 route is run through turns that touch every path (reads, refusals, a held write approved, one
-rejected, one that expired after the user moved on), in every mode, recording what it reads."""
+rejected, one that expired after the user moved on), in every mode, recording what it reads.
+
+Reaches ``turnkit.graph.build``, ``turnkit.graph.routing`` and ``turnkit.graph.views`` directly:
+it tests each node's and route's view, which no public name exposes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """``visible`` lists exactly the tools ``hidden_reason`` finds no reason to hide: the fast pass
-and the rules that explain a refusal are one rule (Hypothesis, over callers, rights and tools)."""
+and the rules that explain a refusal are one rule (Hypothesis, over callers, rights and tools).
+
+Reaches ``turnkit.registry.visibility`` directly: it tests ``visible`` and ``hidden_reason``
+themselves, which no public name exposes."""
 
 from __future__ import annotations
 

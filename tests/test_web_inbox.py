@@ -1,5 +1,9 @@
 """The web inbox (``/ui/``) over real HTTP: sign-in, CSRF, who sees what, deciding, editing,
-history; on SQLite and PostgreSQL. The browser flows are in ``test_web_inbox_browser.py``."""
+history; on SQLite and PostgreSQL. The browser flows are in ``test_web_inbox_browser.py``.
+
+Reaches ``turnkit.server.ui.present`` directly, to test how the inbox folds and rebuilds
+arguments, and ``turnkit.executor.confirmations`` for ``DECIDE_SCOPE``: no public name exposes
+either."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from _serving import uvicorn_serving
 from _shop import prices
 from test_web_inbox import HIDDEN, Notes
 from turnkit import Agent, Caller, Executor, Registry, Settings
-from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 from turnkit.server import create_app
 from turnkit.testing import ScriptedModel
 
