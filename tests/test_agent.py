@@ -1,6 +1,6 @@
-"""``Agent``, ``chat`` and ``AgentPool`` on a scripted model (no HTTP): seed 001 in Python form.
+"""``Agent``, ``chat`` and ``AgentPool`` on a scripted model, no HTTP (docs/architecture.md §7).
 
-The seed's examples (a weather tool as a function and as a PhoenixAI-style class, several tools,
+The developer API's examples (a weather tool as a function and as a tool object, several tools,
 history, reset, stateless mode, structured output) and the behaviours around them: a busy agent
 refuses a second prompt, a timed-out turn leaves the agent usable with a valid history, and a
 conversation (or a held write) started in one process goes on in another.

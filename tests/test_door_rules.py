@@ -1,8 +1,8 @@
-"""Seven doors, one promise (DESIGN §12), in the core: a held write is decided only where it can
-run as it was held. A door whose registry declares the tool differently or not at all, whose
-module is disabled, or whose own settings in code leave out the agent's switch, answers
-``cannot_decide_here`` and leaves the write pending, saying what differs; rejecting runs nothing
-and works anywhere. On SQLite and PostgreSQL, sync and async."""
+"""Seven doors, one promise (docs/architecture.md §4), in the core: a held write is decided only
+where it can run as it was held. A door whose registry declares the tool differently or not at all,
+whose module is disabled, or whose own settings in code leave out the agent's switch, answers
+``cannot_decide_here`` and leaves the write pending, saying what differs; rejecting runs nothing and
+works anywhere. On SQLite and PostgreSQL, sync and async."""
 
 from __future__ import annotations
 

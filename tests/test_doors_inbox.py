@@ -1,7 +1,7 @@
-"""What the core decides for every door, pinned through the web inbox (``/ui/``) over real HTTP,
-on SQLite and PostgreSQL (DESIGN §12): a door that cannot run a held write as it was held applies
-nothing and says why, a revoked key's hold closes forbidden, pages of fifty with filters, which
-cards still wait, and a history that says whether a write ran."""
+"""What the core decides for every door, pinned through the web inbox (``/ui/``) over real HTTP, on
+SQLite and PostgreSQL (docs/architecture.md §4, "Seven doors, one promise"): a door that cannot run
+a held write as it was held applies nothing and says why, a revoked key's hold closes forbidden,
+pages of fifty with filters, which cards still wait, and a history that says whether a write ran."""
 
 from __future__ import annotations
 

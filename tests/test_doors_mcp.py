@@ -1,7 +1,7 @@
 """What the core decides for every door, pinned through MCP (``/mcp``) with the SDK's own client
-over real Streamable HTTP, on SQLite and PostgreSQL (DESIGN §12): a repeat of a running
-idempotency key answered at once, a rejected call's repeat and what the history says of it, the
-cap of pending holds, and the operator's ``hold_key_writes``."""
+over real Streamable HTTP, on SQLite and PostgreSQL (docs/architecture.md §4, "Seven doors, one
+promise"): a repeat of a running idempotency key answered at once, a rejected call's repeat and what
+the history says of it, the cap of pending holds, and the operator's ``hold_key_writes``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """What the core decides for every door, pinned through REST (``/v1``) over real HTTP (uvicorn on
-127.0.0.1, httpx with keep-alive), on SQLite and PostgreSQL (DESIGN §12): which declaration may
-run a held write, a revoked or expired key's holds, holds that reserve the rate limit and are
-capped, pages and filters of confirmations, single-use run tokens, an idempotency key whose first
-call still runs, a door's own settings, and the operator's ``hold_key_writes``."""
+127.0.0.1, httpx with keep-alive), on SQLite and PostgreSQL (docs/architecture.md §4, "Seven doors,
+one promise"): which declaration may run a held write, a revoked or expired key's holds, holds that
+reserve the rate limit and are capped, pages and filters of confirmations, single-use run tokens, an
+idempotency key whose first call still runs, a door's own settings, and the operator's
+``hold_key_writes``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Handlers under the executor (DESIGN §4 steps 9-10): failures become generic answers with the
-detail kept in the log and the audit row, hung handlers time out, results are checked, sync and
-async handlers run in the right place, and the handler sees its call's context."""
+"""Handlers under the executor (docs/architecture.md §4, steps 9-10): failures become generic
+answers with the detail kept in the log and the audit row, hung handlers time out, results are
+checked, sync and async handlers run in the right place, and the handler sees its call's context."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A write held under an API key ends with the key (DESIGN §12: a revoked key's holds never run).
+"""A write held under an API key ends with the key (docs/architecture.md §4: a revoked key's holds
+never run).
 
 Deciding re-checks the key in the ledger: revoked or expired, the confirmation is closed
 ``forbidden`` (reason "key revoked" / "key expired") and nothing runs, whoever approves. The write

@@ -99,8 +99,8 @@ def test_only_a_read_without_danger_is_never_held():
 def test_the_hold_follows_designs_rule_for_every_tool_caller_and_input(
     tool, caller, items, batch, operator, expect_errors
 ):
-    """DESIGN's step 7 and §12: a session's write, a danger that holds, or the batch rule (an
-    admin write whose longest list is over the setting) — the batch rule whatever the danger
+    """docs/architecture.md §4, step 7: a session's write, a danger that holds, or the batch rule
+    (an admin write whose longest list is over the setting) — the batch rule whatever the danger
     check — or, when the operator sets ``hold_key_writes``, every write of a key."""
     # the broken check's failure is logged: each input that draws it says so (the fixture is
     # not reset between inputs, so the declarations add up, as meant)

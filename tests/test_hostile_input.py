@@ -1,5 +1,5 @@
 """Hostile input to ``execute``: every bad call gets its error envelope and an audit row, the
-handler never runs, and nothing raises (DESIGN §4, steps 1-3)."""
+handler never runs, and nothing raises (docs/architecture.md §4, steps 1-3)."""
 
 from __future__ import annotations
 

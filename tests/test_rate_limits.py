@@ -1,9 +1,9 @@
-"""Rate limits (DESIGN §4 step 8): calls are charged their cost to the caller's window, read from
-the ledger's settings at call time; the call that does not fit answers ``rate_limited`` and does
-not run; replays and dry runs are not charged. A hold reserves its cost when it is made (a hold is
-work for a person: it is not free); its approved write is not charged again, and a hold that never
-runs (rejected, expired, refused) gives its units back. A key's calls are charged to the key and to
-its user: a user's keys share one budget."""
+"""Rate limits (docs/architecture.md §4, step 8): calls are charged their cost to the caller's
+window, read from the ledger's settings at call time; the call that does not fit answers
+``rate_limited`` and does not run; replays and dry runs are not charged. A hold reserves its cost
+when it is made (a hold is work for a person: it is not free); its approved write is not charged
+again, and a hold that never runs (rejected, expired, refused) gives its units back. A key's calls
+are charged to the key and to its user: a user's keys share one budget."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One round for the model (seed 000): for_model, arguments, fit, held, held_result.
+"""One round for the model (docs/architecture.md §5): for_model, arguments, fit, held, held_result.
 
 Reaches ``turnkit.turn.tools`` directly: it tests one round's own functions, which no public name
 exposes."""

@@ -1,5 +1,5 @@
-"""Several ``turnkit serve`` processes on one PostgreSQL ledger (DESIGN §9: idempotency keys and
-confirmations are decided in the database, never in a process's memory).
+"""Several ``turnkit serve`` processes on one PostgreSQL ledger (docs/architecture.md §9:
+idempotency keys and confirmations are decided in the database, never in a process's memory).
 
 Real parts only: ``turnkit serve`` OS processes (two with one worker, one with ``--workers 3``),
 one fresh PostgreSQL schema, real HTTP with httpx, and the handlers of ``_slow_shop``, which count

@@ -1,4 +1,4 @@
-"""Every rule of a tool declaration (seed 002), one behaviour per test."""
+"""Every rule of a tool declaration (docs/architecture.md §1), one behaviour per test."""
 
 from __future__ import annotations
 
