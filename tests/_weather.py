@@ -1,4 +1,4 @@
-"""The seed's plain tools (PhoenixAI's weather example), shared by the Agent tests."""
+"""The plain weather tools of the developer API's examples, shared by the Agent tests."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ WAIT = 60.0
 """The bound of every wait on another thread or process."""
 
 
-# --- the seed's tools -----------------------------------------------------------------------
+# --- the example tools -----------------------------------------------------------------------
 
 
 WEATHER_SCHEMA = {
