@@ -112,6 +112,7 @@ def test_a_stored_answer_reads_back_as_the_value_it_was(answer, expected, marks)
             "expires_at": AT,
         },
         {"executed": False, "dry_run": True, "would_hold": "yes", "cost": 1},
+        {"executed": False, "dry_run": True, "would_hold": True, "cost": True},
         {"executed": False, "status": "rejected"},
         {"executed": False, "status": "error", "error": "forbidden"},
         {"executed": False, "status": "error", "error": {"code": "forbidden", "message": "no"}},

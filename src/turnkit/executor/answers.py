@@ -224,7 +224,7 @@ def answer_from_json(data: object) -> Answer:
             "dry_run": True,
             "would_hold": bool(would_hold),
             "cost": int(cost),
-        } if len(body) == 4:
+        } if len(body) == 4 and not isinstance(cost, bool):
             answer = DryRun(would_hold, cost)
         case {"executed": False, "status": "rejected", "message": str(message)} if len(body) == 3:
             answer = Rejected(message)
