@@ -35,7 +35,7 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.cli.session import Session
-from turnkit.executor import answers
+from turnkit.executor.answers import Refused
 from turnkit.executor.confirmations import CONFIRM_ANY
 from turnkit.ledger import Confirmation
 from turnkit.registry.caller import Caller
@@ -169,16 +169,17 @@ def _decide(
         if opened.granted is not None and decider != held.caller.user_id:
             # without the application's provider, the operator decides for others, on the record
             opened.granted.grant(decider, CONFIRM_ANY)
-        answer = opened.executor.confirm(held.id, Caller.session(decider), decision)
-        if answer.get("already_decided"):  # another process decided between the two reads
+        answer = opened.executor.decide(held.id, Caller.session(decider), decision)
+        if answer.already_decided:  # another process decided between the two reads
             now = opened.executor.confirmation(held.id) or held
             console.print(f"already decided: {escape(render.decided(now))}; nothing ran now")
             raise typer.Exit(ALREADY_DECIDED)
-        if answers.is_error(answer, "cannot_decide_here"):  # this command's configuration
-            console.print(f"[red]{escape(answer['error']['message'])}[/]")
-            raise typer.Exit(USAGE)
-        render.outcome(console, answer)
-        if answer.get("status") == "error":
+        match answer:
+            case Refused(code="cannot_decide_here", message=message):  # this command's settings
+                console.print(f"[red]{escape(message)}[/]")
+                raise typer.Exit(USAGE)
+        render.answer(console, answer)
+        if isinstance(answer, Refused):
             after = opened.executor.confirmation(held.id)
             still = after is not None and after.status == "pending"
             console.print(

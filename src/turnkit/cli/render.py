@@ -14,6 +14,16 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from turnkit.executor.answers import (
+    Answer,
+    DryRun,
+    Held,
+    Ran,
+    Refused,
+    Rejected,
+    answer_from_json,
+    stored_outcome,
+)
 from turnkit.ledger.records import Confirmation, iso
 from turnkit.turn.keys import thread_of
 
@@ -32,25 +42,45 @@ def tool_call(console: Console, name: str, args: Any) -> None:
 
 
 def outcome(console: Console, content: Any) -> None:
-    """A tool's answer as the model received it, in one line."""
+    """A tool's answer as the model received it (a tool message's JSON text), in one line."""
     try:
-        answer = json.loads(content) if isinstance(content, str) else content
+        value = json.loads(content) if isinstance(content, str) else content
     except ValueError:
-        answer = content
-    if isinstance(answer, dict) and answer.get("status") == "error":
-        error = answer.get("error") or {}
-        text = f"[red]← {escape(str(error.get('code')))}[/]: {_e(error.get('message', ''))}"
-    elif isinstance(answer, dict) and answer.get("status") == "confirmation_required":
-        text = "[yellow]← waits for your confirmation[/]"
-    elif isinstance(answer, dict) and answer.get("status") == "rejected":
-        text = f"[yellow]← rejected[/]: {_e(answer.get('message', ''))}"
-    elif isinstance(answer, dict) and answer.get("truncated"):
-        text = f"[green]← ok[/] (truncated): {_e(answer.get('partial', ''))}"
-    elif isinstance(answer, dict) and "result" in answer:
-        text = f"[green]← ok[/]: {_e(answer['result'])}"
-    else:
-        text = f"← {_e(answer)}"
-    console.print("  " + text, markup=True, highlight=False)
+        value = content
+    console.print("  " + _received(value), markup=True, highlight=False)
+
+
+def answer(console: Console, answer: Answer) -> None:
+    """An executor answer (a decision's outcome), in one line."""
+    console.print("  " + _answer(answer), markup=True, highlight=False)
+
+
+def _received(value: Any) -> str:
+    """What a model received: a held call's notice (``turn.tools.held_result``), a result cut
+    to fit (``turn.tools.fit``), or an answer's JSON."""
+    match value:
+        case {"status": "confirmation_required", "confirmation_id": str()} if len(value) == 2:
+            return "[yellow]← waits for your confirmation[/]"
+        case {"truncated": True, "partial": partial}:
+            return f"[green]← ok[/] (truncated): {_e(partial)}"
+    try:
+        return _answer(answer_from_json(value))
+    except ValueError:
+        return f"← {_e(value)}"
+
+
+def _answer(answer: Answer) -> str:
+    match answer:
+        case Refused(code=code, message=message):
+            return f"[red]← {escape(code)}[/]: {_e(message)}"
+        case Held():
+            return "[yellow]← waits for your confirmation[/]"
+        case Rejected(message=message):
+            return f"[yellow]← rejected[/]: {_e(message)}"
+        case Ran(result=result):
+            return f"[green]← ok[/]: {_e(result)}"
+        case DryRun():
+            return f"← {_e(answer.to_json())}"
 
 
 def held(console: Console, entry: dict[str, Any]) -> None:
@@ -91,13 +121,13 @@ def status(confirmation: Confirmation, now: float) -> str:
         return "approved: running"
     if c.status in ("rejected", "expired"):
         return c.status
-    outcome = c.outcome or {}
+    outcome = stored_outcome(c)
     if c.status == "forbidden":  # closed with its key: nothing ran
-        reason = (outcome.get("error") or {}).get("details", {}).get("reason")
+        reason = outcome.details.get("reason") if isinstance(outcome, Refused) else None
         return f"forbidden ({reason})" if reason else "forbidden"
-    if outcome.get("status") == "ok":
+    if isinstance(outcome, Ran):
         return "approved: ok"
-    code = (outcome.get("error") or {}).get("code", "?")
+    code = outcome.code if isinstance(outcome, Refused) else "?"
     return "outcome unknown" if code == "outcome_unknown" else f"approved: {code}"
 
 
@@ -110,12 +140,14 @@ def decided(confirmation: Confirmation) -> str:
     )
     who = f" by {c.decided_by}" if c.decided_by else ""
     when = f" at {iso(c.decided_at)}" if c.decided_at else ""
-    outcome = c.outcome or {}
-    result = (
-        "ok"
-        if outcome.get("status") == "ok"
-        else (outcome.get("error") or {}).get("code") or outcome.get("status") or "running"
-    )
+    result: str
+    match stored_outcome(c):
+        case Refused(code=code):
+            result = code
+        case None:
+            result = "running"
+        case outcome:
+            result = outcome.status
     return f"{c.id}: {c.tool} {verb}{who}{when} ({result})"
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from turnkit.executor.answers import Answer, Ran, Refused, Rejected, answer_from_json
 from turnkit.testing import ReplyModel
 
 __all__ = ["LIST_TOOL", "PRICE_CUT", "SET_PRICES_TOOL", "ScriptedDemoModel", "scripted_demo_model"]
@@ -68,10 +69,11 @@ def scripted_demo_model() -> ScriptedDemoModel:
     return ScriptedDemoModel()
 
 
-def _after_list(answer: Any, available: set[Any]) -> AIMessage:
-    if not _ok(answer):
-        return _text(f"I could not list the products: {_problem(answer)}")
-    items = answer["result"].get("items") or []
+def _after_list(value: Any, available: set[Any]) -> AIMessage:
+    answer = _answer(value)
+    if not isinstance(answer, Ran) or not isinstance(answer.result, dict):
+        return _text(f"I could not list the products: {_problem(value, answer)}")
+    items = answer.result.get("items") or []
     if not items:
         return _text("The catalogue has no products to show.")
     first = items[0]
@@ -82,15 +84,19 @@ def _after_list(answer: Any, available: set[Any]) -> AIMessage:
     return _call(SET_PRICES_TOOL, {"prices": [{"sku": first["sku"], "price": price}]})
 
 
-def _after_write(answer: Any) -> str:
-    if isinstance(answer, dict) and answer.get("status") == "confirmation_required":
-        return "The price change is waiting for a person's confirmation; nothing has changed yet."
-    if isinstance(answer, dict) and answer.get("status") == "rejected":
-        why = answer.get("message")
+def _after_write(value: Any) -> str:
+    match value:  # the held call's notice (turn.tools.held_result), or the held answer
+        case {"status": "confirmation_required"}:
+            return (
+                "The price change is waiting for a person's confirmation; nothing has changed yet."
+            )
+    answer = _answer(value)
+    if isinstance(answer, Rejected):
+        why = answer.message
         return "The price change was rejected, so nothing changed" + (f": {why}" if why else ".")
-    if not _ok(answer):
-        return f"The price change did not happen: {_problem(answer)}"
-    result = answer["result"]
+    if not isinstance(answer, Ran) or not isinstance(answer.result, dict):
+        return f"The price change did not happen: {_problem(value, answer)}"
+    result = answer.result
     done = "; ".join(
         f"{u['sku']} from {u['old_price']:.2f} to {u['price']:.2f}" for u in result["updated"]
     )
@@ -116,19 +122,20 @@ def _json(content: Any) -> Any:
         return None
 
 
-def _ok(answer: Any) -> bool:
-    return (
-        isinstance(answer, dict)
-        and answer.get("status") == "ok"
-        and isinstance(answer.get("result"), dict)
-    )
+def _answer(value: Any) -> Answer | None:
+    """The executor's answer the model read, or None for anything else (a result cut to fit)."""
+    try:
+        return answer_from_json(value)
+    except ValueError:
+        return None
 
 
-def _problem(answer: Any) -> str:
-    if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
-        return str(answer["error"].get("message", "an error"))
-    if isinstance(answer, dict) and answer.get("truncated"):
-        return "the answer was too large to read."
+def _problem(value: Any, answer: Answer | None) -> str:
+    if isinstance(answer, Refused):
+        return answer.message
+    match value:
+        case {"truncated": True}:
+            return "the answer was too large to read."
     return "an unexpected answer."
 
 

@@ -1,32 +1,46 @@
-"""The JSON answer envelopes of ``execute`` and ``confirm``, built in one place (§4 of
+"""The answers of ``execute`` and ``confirm``: typed values inside, JSON at the doors (§4 of
 docs/architecture.md).
 
-Success: ``{"executed": true, "status": "ok", "result": ...}``.
-Held: ``{"executed": false, "status": "confirmation_required", "confirmation_id", "expires_at"}``.
-Dry run: ``{"executed": false, "dry_run": true, "would_hold": ..., "cost": ...}``.
-Rejected: ``{"executed": false, "status": "rejected", "message": ...}``.
-Error: ``{"executed": false, "status": "error", "error": {"code", "message", "details"}}``.
+Inside the package an answer is one of five frozen values, matched on by type; it becomes JSON
+(``to_json``) only where it leaves: ``Executor.execute`` and ``confirm``, the ledger, a tool
+message, REST, MCP. ``answer_from_json`` reads back what the ledger stored.
+
+- ``Ran``: ``{"executed": true, "status": "ok", "result": ...}``.
+- ``Held``: ``{"executed": false, "status": "confirmation_required", "confirmation_id",
+  "expires_at"}``.
+- ``DryRun``: ``{"executed": false, "dry_run": true, "would_hold": ..., "cost": ...}``.
+- ``Rejected``: ``{"executed": false, "status": "rejected", "message": ...}``.
+- ``Refused``: ``{"executed": false, "status": "error", "error": {"code", "message", "details"}}``.
+
+Any of them may carry, last, ``"replayed": true`` (a stored answer given again for a repeated
+idempotency key) and ``"already_decided": true`` (a confirmation's stored outcome, for a decision
+that came after another one).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, TypeAlias, cast, get_args
+
+from turnkit.ledger.records import Confirmation
 
 __all__ = [
+    "NOTHING_RAN",
+    "NO_REASON",
     "Answer",
+    "AnswerJSON",
+    "DryRun",
     "ErrorCode",
-    "dry_run",
-    "error",
-    "held",
-    "is_error",
-    "ok",
-    "ran_nothing",
-    "rejected",
-    "replayed",
+    "Held",
+    "Ran",
+    "Refused",
+    "Rejected",
+    "answer_from_json",
+    "stored_outcome",
 ]
 
-Answer: TypeAlias = dict[str, Any]
-"""A JSON object: what ``execute`` and ``confirm`` return, and what the ledger stores."""
+AnswerJSON: TypeAlias = dict[str, Any]
+"""An answer as JSON: what ``execute`` and ``confirm`` return, and what the ledger stores."""
 
 ErrorCode: TypeAlias = Literal[
     "not_found",
@@ -50,54 +64,200 @@ NOTHING_RAN: frozenset[str] = frozenset({"rate_limited", "too_many_pending"})
 """Codes of answers for which nothing was held or run and nothing is kept: the same call may be
 sent again, with the same idempotency key, and go ahead."""
 
-
-def ok(result: Any) -> Answer:
-    """The answer of a handler that ran."""
-    return {"executed": True, "status": "ok", "result": result}
+NO_REASON = "rejected by a person"
+"""A rejection's message when the person gave none."""
 
 
-def error(code: ErrorCode, message: str, **details: Any) -> Answer:
-    """An error answer; ``details`` are JSON data a model or a client can act on."""
-    return {
-        "executed": False,
-        "status": "error",
-        "error": {"code": code, "message": message, "details": details},
-    }
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Answer:
+    """What every answer has: the marks a stored answer may carry when it is given again."""
 
+    status: ClassVar[str]
+    """The answer's kind in a word, as its JSON and its audit row write it."""
 
-def held(confirmation_id: str, expires_at: str) -> Answer:
-    """The answer of a write that waits for a person's confirmation."""
-    return {
-        "executed": False,
-        "status": "confirmation_required",
-        "confirmation_id": confirmation_id,
-        "expires_at": expires_at,
-    }
+    replayed: bool = False
+    """A stored answer given again for a repeated idempotency key: nothing ran for this call."""
+    already_decided: bool = False
+    """A confirmation's stored outcome, for a decision that came after another: it changed
+    nothing."""
 
-
-def dry_run(would_hold: bool, cost: int) -> Answer:
-    """What a call would do, without doing, charging or holding anything."""
-    return {"executed": False, "dry_run": True, "would_hold": would_hold, "cost": cost}
-
-
-def rejected(message: str | None) -> Answer:
-    """The outcome of a confirmation a person rejected."""
-    return {"executed": False, "status": "rejected", "message": message or "rejected by a person"}
-
-
-def replayed(answer: Answer) -> Answer:
-    """A stored answer given again for a repeated idempotency key."""
-    return {**answer, "replayed": True}
-
-
-def is_error(answer: Answer, code: ErrorCode | None = None) -> bool:
-    """True when ``answer`` is an error (of ``code``, when given)."""
-    if answer.get("status") != "error":
+    @property
+    def ran_nothing(self) -> bool:
+        """True when nothing was held or run and nothing of it is kept (``NOTHING_RAN``): its
+        idempotency key is released for a retry."""
         return False
-    return code is None or answer["error"]["code"] == code
+
+    def to_json(self) -> AnswerJSON:
+        """The answer as JSON, as ``execute`` returns it and the ledger stores it."""
+        body = self._body()
+        if self.replayed:
+            body["replayed"] = True
+        if self.already_decided:
+            body["already_decided"] = True
+        return body
+
+    def _body(self) -> AnswerJSON:
+        raise NotImplementedError
 
 
-def ran_nothing(answer: Answer) -> bool:
-    """True when ``answer`` held and ran nothing, and nothing of it is kept (``NOTHING_RAN``):
-    a rate limit, a cap of pending holds. Its idempotency key is released for a retry."""
-    return answer.get("status") == "error" and answer["error"]["code"] in NOTHING_RAN
+@dataclass(frozen=True, slots=True)
+class Ran(_Answer):
+    """The handler ran and returned ``result``."""
+
+    status: ClassVar[str] = "ok"
+    result: Any
+    """What the handler returned: JSON data."""
+
+    def _body(self) -> AnswerJSON:
+        return {"executed": True, "status": "ok", "result": self.result}
+
+
+@dataclass(frozen=True, slots=True)
+class Held(_Answer):
+    """The write waits for a person's confirmation; nothing ran."""
+
+    status: ClassVar[str] = "confirmation_required"
+    confirmation_id: str
+    """The confirmation in the ledger, decided with ``Executor.confirm``."""
+    expires_at: str
+    """When it expires undecided (ISO 8601, UTC)."""
+
+    def _body(self) -> AnswerJSON:
+        return {
+            "executed": False,
+            "status": "confirmation_required",
+            "confirmation_id": self.confirmation_id,
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun(_Answer):
+    """What the call would do (``dry_run``), without doing, charging or holding anything."""
+
+    status: ClassVar[str] = "dry_run"  # its JSON has no status; its audit row says dry_run
+    would_hold: bool
+    """Whether the call would wait for a person's confirmation."""
+    cost: int
+    """The rate-limit units it would be charged."""
+
+    def _body(self) -> AnswerJSON:
+        return {
+            "executed": False,
+            "dry_run": True,
+            "would_hold": self.would_hold,
+            "cost": self.cost,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected(_Answer):
+    """The outcome of a held write a person rejected; nothing ran."""
+
+    status: ClassVar[str] = "rejected"
+    message: str = NO_REASON
+    """Why, as the person said it (told to the model)."""
+
+    def _body(self) -> AnswerJSON:
+        return {"executed": False, "status": "rejected", "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(_Answer):
+    """The call ended with an error ``code`` (``ErrorCode``), at the step that refused it or in
+    its handler; ``message`` says what to do."""
+
+    status: ClassVar[str] = "error"
+    code: ErrorCode
+    """What kind of error (the REST status and the MCP error follow it)."""
+    message: str
+    """What went wrong, worded for a model or a person to act on."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """JSON data a model or a client can act on (``violations``, ``retry_after``, ...)."""
+
+    @property
+    def ran_nothing(self) -> bool:
+        """True for a rate limit or a cap of pending holds (``NOTHING_RAN``)."""
+        return self.code in NOTHING_RAN
+
+    def error_json(self) -> dict[str, Any]:
+        """The JSON error object: ``{"code", "message", "details"}``."""
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+    def _body(self) -> AnswerJSON:
+        return {"executed": False, "status": "error", "error": self.error_json()}
+
+
+Answer: TypeAlias = Ran | Held | DryRun | Rejected | Refused
+"""An answer of ``execute`` or ``confirm``: match on its type."""
+
+_CODES = frozenset(get_args(ErrorCode))
+_MARKS = ("replayed", "already_decided")
+
+
+def answer_from_json(data: object) -> Answer:
+    """The answer whose ``to_json()`` is ``data``: how an answer the ledger stored (an
+    idempotency record's, a confirmation's outcome) is read back.
+
+    Raises:
+        ValueError: ``data`` is not the JSON of an answer (it says what is wrong).
+    """
+    if not isinstance(data, dict):
+        raise _malformed(data, f"not a JSON object but {type(data).__name__}")
+    body = {key: value for key, value in data.items() if key not in _MARKS}
+    marks = {key: data[key] for key in _MARKS if key in data}
+    if any(value is not True for value in marks.values()):
+        raise _malformed(data, "'replayed' and 'already_decided' are true when present")
+    answer: Answer
+    match body:
+        case {"executed": True, "status": "ok", "result": result} if len(body) == 3:
+            answer = Ran(result)
+        case {
+            "executed": False,
+            "status": "confirmation_required",
+            "confirmation_id": str(confirmation_id),
+            "expires_at": str(expires_at),
+        } if len(body) == 4:
+            answer = Held(confirmation_id, expires_at)
+        case {
+            "executed": False,
+            "dry_run": True,
+            "would_hold": bool(would_hold),
+            "cost": int(cost),
+        } if len(body) == 4 and not isinstance(cost, bool):
+            answer = DryRun(would_hold, cost)
+        case {"executed": False, "status": "rejected", "message": str(message)} if len(body) == 3:
+            answer = Rejected(message)
+        case {"executed": False, "status": "error", "error": dict(error)} if len(body) == 3:
+            answer = _refused(data, error)
+        case _:
+            raise _malformed(
+                data,
+                "its fields fit none of the answers: ok, confirmation_required, dry run,"
+                " rejected, error (see turnkit.executor.answers)",
+            )
+    return replace(answer, **marks) if marks else answer
+
+
+def _refused(data: dict[str, Any], error: dict[str, Any]) -> Refused:
+    match error:
+        case {"code": str(code), "message": str(message), "details": dict(details)} if (
+            len(error) == 3 and code in _CODES
+        ):
+            return Refused(cast(ErrorCode, code), message, details)
+    raise _malformed(
+        data, "its 'error' is not {'code', 'message', 'details'} with a known code (ErrorCode)"
+    )
+
+
+def _malformed(data: object, why: str) -> ValueError:
+    shown = repr(data)
+    shown = shown if len(shown) <= 200 else shown[:199] + "…"
+    return ValueError(f"not the JSON of an answer ({why}): {shown}")
+
+
+def stored_outcome(confirmation: Confirmation) -> Answer | None:
+    """What became of ``confirmation``'s write, as the ledger stored it; None while undecided
+    (pending, or approved and still running)."""
+    outcome = confirmation.outcome
+    return None if outcome is None else answer_from_json(outcome)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnkit.executor import answers, steps
-from turnkit.executor.answers import Answer
+from turnkit.executor import steps
+from turnkit.executor.answers import Answer, Refused
 from turnkit.executor.effects import Steps, on_ledger
 from turnkit.ledger import Ledger
 from turnkit.ledger.records import Confirmation, ConfirmationStatus, Readable, iso
@@ -35,7 +35,7 @@ def expire_overdue(caller: Caller, now: float) -> Steps[int]:
 def expire(held: Confirmation, now: float) -> Steps[bool]:
     """Close a pending confirmation whose time ran out (a no-op once decided or closed); whether
     this call closed it."""
-    expired = answers.error(
+    expired = Refused(
         "confirmation_expired",
         f"confirmation {held.id!r} expired at {iso(held.expires_at)}; nothing was run",
     )
@@ -45,13 +45,14 @@ def expire(held: Confirmation, now: float) -> Steps[bool]:
 def close_held(
     held: Confirmation,
     status: ConfirmationStatus,
-    outcome: Answer,
+    answer: Answer,
     now: float,
     decider: Caller | str | None = None,
     decision: dict[str, Any] | None = None,
 ) -> Steps[bool]:
     """End a pending confirmation without a write (rejected, expired, refused) and give back
     the rate-limit units its hold reserved; whether this call closed it."""
+    outcome = answer.to_json()  # as the ledger stores it
     closed: bool = yield on_ledger(
         Ledger.close_confirmation,
         held.id,

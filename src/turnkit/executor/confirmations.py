@@ -11,12 +11,13 @@ import secrets
 import time
 import uuid
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from turnkit.executor import answers, steps
-from turnkit.executor.answers import Answer
+from turnkit.executor import steps
+from turnkit.executor.answers import NO_REASON, Answer, Refused, Rejected, answer_from_json
 from turnkit.executor.closing import close_held, expire
 from turnkit.executor.door import door_refusal
 from turnkit.executor.effects import Environment, Pause, Permissions, Steps, on_ledger
@@ -193,18 +194,18 @@ def confirm_steps(
     """
     parsed = parse_decision(decision)
     if isinstance(parsed, str):
-        return answers.error("invalid_input", f"invalid decision: {parsed}")
+        return Refused("invalid_input", f"invalid decision: {parsed}")
     if not could_be_id(confirmation_id):
-        return answers.error("not_found", f"no confirmation {str(confirmation_id)[:80]!r}")
+        return Refused("not_found", f"no confirmation {str(confirmation_id)[:80]!r}")
     cid: str = confirmation_id  # type: ignore[assignment]  # could_be_id: a str
     held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, cid)
     if held is None:
-        return answers.error("not_found", f"no confirmation {cid[:80]!r}")
+        return Refused("not_found", f"no confirmation {cid[:80]!r}")
     if decider.identity != held.caller.identity:
         permissions = yield Permissions(decider)
         refused = refusal_for_others(decider, held, permissions, allow)
         if refused is not None:
-            return answers.error("forbidden", refused)
+            return Refused("forbidden", refused)
     overrides = yield on_ledger(Ledger.settings)
     settings = env.defaults.merged(overrides)
     now = env.clock()
@@ -215,8 +216,8 @@ def confirm_steps(
         return (yield from _decided_before(env, held.id, settings.handler_timeout))
 
     if parsed.action == "reject":  # runs nothing: any door may reject, whatever it declares
-        outcome = answers.rejected(parsed.message)
-        closed = yield from close_held(held, "rejected", outcome, now, decider, parsed.to_json())
+        rejected = Rejected(parsed.message or NO_REASON)
+        closed = yield from close_held(held, "rejected", rejected, now, decider, parsed.to_json())
         if not closed:  # another process decided first, or the time ran out just now
             return (yield from _decided_before(env, held.id, settings.handler_timeout))
         return (yield from _settled(env, held.id, settings.handler_timeout))
@@ -272,24 +273,26 @@ def confirm_steps(
         thread=held.thread_id,
     )
     try:
-        outcome = yield from execute_steps(env, run)
+        answer = yield from execute_steps(env, run)
     except Exception:
         if (
             not run.started
         ):  # nothing ran (a provider failed, the run was cancelled): undo the claim
             yield on_ledger(Ledger.reopen_confirmation, held.id)
         raise
-    if answers.is_error(outcome, "rate_limited"):  # nothing ran: the person may approve again
+    if isinstance(answer, Refused) and answer.code == "rate_limited":
+        # nothing ran: the person may approve again
         yield on_ledger(Ledger.reopen_confirmation, held.id)
-        outcome["error"]["message"] += "; the confirmation stays pending: approve it again later"
-        return outcome
+        pending = "; the confirmation stays pending: approve it again later"
+        return replace(answer, message=answer.message + pending)
     if not run.started and held.reserved_units and held.reserved_window is not None:
         # closed without a run (the held user's rights now): its hold's units come back
         yield on_ledger(
             Ledger.refund_all, steps.budgets(held.caller), held.reserved_window, held.reserved_units
         )
+    outcome = answer.to_json()  # as the ledger stores it
     yield on_ledger(Ledger.finish_confirmation, held.id, outcome)
-    return outcome
+    return answer
 
 
 def could_be_id(confirmation_id: object) -> bool:
@@ -325,7 +328,7 @@ def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation 
 def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
     """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
     what = f"approved write of {confirmation_id!r}"
-    unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=what))
+    unknown = Refused("outcome_unknown", OUTCOME_UNKNOWN.format(what=what)).to_json()
     yield on_ledger(Ledger.abandon_confirmation, confirmation_id, unknown, stale_before)
 
 
@@ -362,24 +365,24 @@ def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
     return closed
 
 
-def key_gone(key: ApiKey, now: float) -> Answer:
+def key_gone(key: ApiKey, now: float) -> Refused:
     """The outcome of a write held under ``key``, revoked or expired by ``now``: forbidden,
     nothing ran, ``details.reason`` "key revoked" or "key expired"."""
-    return answers.error(
+    return Refused(
         "forbidden",
         f"{key.refused(now)}: the write it asked for does not run (a key's holds end with it)",
-        reason=f"key {key.gone(now)}",
+        {"reason": f"key {key.gone(now)}"},
     )
 
 
 def _checked_edit(
     env: Environment, held: Confirmation, decision: Decision, settings: Any
-) -> tuple[Answer | None, dict[str, Any] | None, str | None]:
+) -> tuple[Refused | None, dict[str, Any] | None, str | None]:
     """An edit's new input checked against the same tool's schema; nothing is applied if not."""
     tool = env.registry.get(held.tool)
     if tool is None:
         return (
-            answers.error("not_found", f"the tool {held.tool!r} is no longer registered"),
+            Refused("not_found", f"the tool {held.tool!r} is no longer registered"),
             None,
             None,
         )
@@ -387,8 +390,7 @@ def _checked_edit(
     if problem is None:
         problem = steps.too_many_items(tool, decision.arguments or {})
     if problem is not None:
-        problem["error"]["message"] = "the edit was not applied: " + problem["error"]["message"]
-        return problem, None, None
+        return replace(problem, message="the edit was not applied: " + problem.message), None, None
     return None, decision.arguments, steps.input_hash(text)
 
 
@@ -399,7 +401,7 @@ def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> S
     current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
     if current is None or current.status == "pending":  # reopened (a rate limit): undecided
         return answer
-    return {**answer, "already_decided": True}
+    return replace(answer, already_decided=True)
 
 
 def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
@@ -409,18 +411,18 @@ def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[An
     while True:
         current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
         if current is None:
-            return answers.error("not_found", f"no confirmation {confirmation_id!r}")
+            return Refused("not_found", f"no confirmation {confirmation_id!r}")
         if current.outcome is not None:
-            return current.outcome
+            return answer_from_json(current.outcome)
         if current.status == "running" and (current.decided_at or 0) < stale_before:
             yield from _abandon(confirmation_id, stale_before)
             continue
         if current.status == "pending":
-            return answers.error(
+            return Refused(
                 "in_progress", f"confirmation {confirmation_id!r} is still waiting for a decision"
             )
         if time.monotonic() >= deadline:
-            return answers.error(
+            return Refused(
                 "in_progress",
                 f"the approved write of {confirmation_id!r} has not finished; its outcome is"
                 " unknown yet: ask again later",

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnkit.executor import answers, steps
-from turnkit.executor.answers import Answer
+from turnkit.executor import steps
+from turnkit.executor.answers import Refused
 from turnkit.executor.effects import Environment, Steps
 from turnkit.executor.pipeline import enabled_now
 from turnkit.ledger.records import Confirmation
@@ -44,7 +44,7 @@ def door_refusal(
     overrides: dict[str, Any],
     *,
     edit: bool = False,
-) -> Steps[Answer | None]:
+) -> Steps[Refused | None]:
     """A ``cannot_decide_here`` answer when this door's own configuration keeps it from running
     ``held`` as it was held (see above), else None. ``overrides``: the operator's settings in
     the ledger, read now; ``settings``: this door's defaults with them; ``edit``: the decision
@@ -72,7 +72,7 @@ def door_refusal(
     if problem is not None:  # the declaration is the same: this door's own limits differ
         return _refused(
             held,
-            f"the held input does not pass this door's checks ({problem['error']['message']});"
+            f"the held input does not pass this door's checks ({problem.message});"
             f" its setting 'max_input_chars' is {settings.max_input_chars}: decide it where the"
             " call was held, or give this door the same settings",
             setting="max_input_chars",
@@ -105,9 +105,9 @@ def door_refusal(
     return None
 
 
-def _refused(held: Confirmation, why: str, **details: Any) -> Answer:
-    return answers.error(
+def _refused(held: Confirmation, why: str, **details: Any) -> Refused:
+    return Refused(
         "cannot_decide_here",
         f"confirmation {held.id!r} was not decided: {why}. It is still pending.",
-        **details,
+        details,
     )

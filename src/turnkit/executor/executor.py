@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from turnkit.executor import steps
-from turnkit.executor.answers import Answer
+from turnkit.executor.answers import Answer, AnswerJSON
 from turnkit.executor.confirmations import (
     Decision,
     confirm_steps,
@@ -265,7 +265,7 @@ class Executor:
         settings: Settings | None = None,
         thread: str | None = None,
         wait: bool = True,
-    ) -> Answer:
+    ) -> AnswerJSON:
         """Run ``name`` with ``input`` for ``caller`` through the ten steps; never raises for bad
         input, only answers (``{"executed": ..., "status": ...}``).
 
@@ -279,8 +279,9 @@ class Executor:
         its answer (up to ``handler_timeout`` + 1 s; the default, for code in one process) or,
         with False, answers ``in_progress`` at once with ``retry_after`` (what REST and MCP do).
         """
-        call = self._call(caller, name, input, control, allow, settings, thread, wait)
-        return drive(execute_steps(self._env, call), self._env)
+        return self.call(
+            caller, name, input, control, allow=allow, settings=settings, thread=thread, wait=wait
+        ).to_json()
 
     async def aexecute(
         self,
@@ -293,8 +294,44 @@ class Executor:
         settings: Settings | None = None,
         thread: str | None = None,
         wait: bool = True,
-    ) -> Answer:
+    ) -> AnswerJSON:
         """Async twin of ``execute``: sync handlers and ledger work run in worker threads."""
+        answer = await self.acall(
+            caller, name, input, control, allow=allow, settings=settings, thread=thread, wait=wait
+        )
+        return answer.to_json()
+
+    def call(
+        self,
+        caller: Caller,
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None = None,
+        *,
+        allow: Allow = "all",
+        settings: Settings | None = None,
+        thread: str | None = None,
+        wait: bool = True,
+    ) -> Answer:
+        """``execute``, its answer a typed value to match on instead of JSON: ``Ran``,
+        ``Held``, ``DryRun``, ``Rejected`` or ``Refused`` (``turnkit.executor.answers``; its
+        ``to_json()`` is what ``execute`` returns). turnkit's own doors call this."""
+        call = self._call(caller, name, input, control, allow, settings, thread, wait)
+        return drive(execute_steps(self._env, call), self._env)
+
+    async def acall(
+        self,
+        caller: Caller,
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None = None,
+        *,
+        allow: Allow = "all",
+        settings: Settings | None = None,
+        thread: str | None = None,
+        wait: bool = True,
+    ) -> Answer:
+        """Async twin of ``call``."""
         call = self._call(caller, name, input, control, allow, settings, thread, wait)
         return await adrive(execute_steps(self._env, call), self._env)
 
@@ -332,7 +369,7 @@ class Executor:
         decision: Decision | object,
         *,
         allow: Allow = "all",
-    ) -> Answer:
+    ) -> AnswerJSON:
         """Decide a held write: approve, reject (with a message) or edit (new input).
 
         Runs the write at most once however often, or from however many processes, it is called;
@@ -341,8 +378,7 @@ class Executor:
         pipeline as the held caller, with their rights now: when they decide themselves, with
         ``decider`` (a key's current scopes) and ``allow`` (its allow list now).
         """
-        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
-        return drive(steps, self._env)
+        return self.decide(confirmation_id, decider, decision, allow=allow).to_json()
 
     async def aconfirm(
         self,
@@ -351,8 +387,33 @@ class Executor:
         decision: Decision | object,
         *,
         allow: Allow = "all",
-    ) -> Answer:
+    ) -> AnswerJSON:
         """Async twin of ``confirm``."""
+        return (await self.adecide(confirmation_id, decider, decision, allow=allow)).to_json()
+
+    def decide(
+        self,
+        confirmation_id: str,
+        decider: Caller,
+        decision: Decision | object,
+        *,
+        allow: Allow = "all",
+    ) -> Answer:
+        """``confirm``, its answer a typed value to match on instead of JSON (``call``'s kinds;
+        ``already_decided`` set when another decision came first). turnkit's own doors call
+        this."""
+        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
+        return drive(steps, self._env)
+
+    async def adecide(
+        self,
+        confirmation_id: str,
+        decider: Caller,
+        decision: Decision | object,
+        *,
+        allow: Allow = "all",
+    ) -> Answer:
+        """Async twin of ``decide``."""
         steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
         return await adrive(steps, self._env)
 
@@ -385,13 +446,13 @@ class Executor:
         permissions = await apermissions_now(self.permissions, decider)
         return refusal_for_others(decider, confirmation, permissions, allow)
 
-    def recorded(self, caller: Caller, name: str, idempotency_key: str) -> Answer | None:
+    def recorded(self, caller: Caller, name: str, idempotency_key: str) -> AnswerJSON | None:
         """The answer an earlier call of ``name`` by ``caller`` with ``idempotency_key`` got,
         when the ledger recorded it; None when there was none or it never finished."""
         record = self.ledger.get_idempotency(caller.identity, name, idempotency_key)
         return record.answer if record is not None and record.state == "done" else None
 
-    async def arecorded(self, caller: Caller, name: str, idempotency_key: str) -> Answer | None:
+    async def arecorded(self, caller: Caller, name: str, idempotency_key: str) -> AnswerJSON | None:
         """Async twin of ``recorded``."""
         return await asyncio.to_thread(self.recorded, caller, name, idempotency_key)
 

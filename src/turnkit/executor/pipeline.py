@@ -13,12 +13,12 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from turnkit.errors import ToolError
-from turnkit.executor import answers, steps
-from turnkit.executor.answers import Answer
+from turnkit.executor import steps
+from turnkit.executor.answers import Answer, DryRun, Held, Ran, Refused, answer_from_json
 from turnkit.executor.closing import expire_overdue
 from turnkit.executor.effects import (
     Cancelled,
@@ -105,8 +105,9 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
     answer = yield from _pipeline(env, call)
     # a repeat answered from its idempotency record ran nothing: audited as such, so the audit
     # keeps one "ok" row per write that ran
-    status = "replayed" if answer.get("replayed") else answer.get("status", "dry_run")
-    code = answer["error"]["code"] if status == "error" else None
+    status = "replayed" if answer.replayed else answer.status
+    code = answer.code if isinstance(answer, Refused) and not answer.replayed else None
+    held_id = answer.confirmation_id if isinstance(answer, Held) else None
     row: dict[str, Any] = {
         "at": env.clock(),
         "caller": call.caller.identity,
@@ -114,7 +115,7 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
         "status": status,
         "code": code,
         "duration_ms": (time.perf_counter() - started) * 1000,
-        "confirmation_id": call.confirmation_id or answer.get("confirmation_id"),
+        "confirmation_id": call.confirmation_id or held_id,
         "detail": call.detail,
     }
     yield on_ledger(Ledger.audit, **row)
@@ -129,7 +130,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     tool = env.registry.get(call.name) if isinstance(call.name, str) else None
     if tool is None:
         shown = call.name[:100] if isinstance(call.name, str) else repr(call.name)[:100]
-        return answers.error("not_found", f"no tool named {shown!r}")
+        return Refused("not_found", f"no tool named {shown!r}")
     permissions = frozenset() if caller.kind == "public" else (yield Permissions(caller))
     reason = hidden_reason(
         caller,
@@ -141,8 +142,8 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     )
     if reason is not None:
         if caller.kind == "public":
-            return answers.error("not_found", f"no tool named {tool.name!r}")
-        return answers.error("forbidden", f"{tool.name!r} is not allowed: {reason}", reason=reason)
+            return Refused("not_found", f"no tool named {tool.name!r}")
+        return Refused("forbidden", f"{tool.name!r} is not allowed: {reason}", {"reason": reason})
 
     # 2. control fields, 3. input, 4. list lengths
     failure = steps.control_error(call.control)
@@ -170,12 +171,13 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     )
     checked = Checked(tool=tool, value=value, digest=digest, ctx=ctx, settings=settings)
     approved = None if dry else (yield from _approved(call, tool, digest))
-    if isinstance(approved, dict):  # a token that runs nothing (spent, or not this call's)
+    if isinstance(approved, Refused):  # a token that runs nothing (spent, or not this call's)
         return approved
     if approved is not None:
         call.confirmation_id = approved.id
-        answer = yield from _hold_charge_run(env, call, checked, approved)
-        if approved.idempotency_key is not None and not answers.ran_nothing(answer):
+        outcome = yield from _hold_charge_run(env, call, checked, approved)
+        if approved.idempotency_key is not None and not outcome.ran_nothing:
+            answer = outcome.to_json()  # as the ledger stores it
             yield on_ledger(
                 Ledger.store_idempotency,
                 caller.identity,
@@ -183,7 +185,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
                 approved.idempotency_key,
                 answer,
             )
-        return answer
+        return outcome
 
     # 5. idempotency: a repeat replays, a different input conflicts
     if key is not None:
@@ -200,10 +202,10 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     # 6. dry run: nothing charged, held or run
     if dry:
         would_hold = yield from _needs_hold(tool, caller, value, ctx)
-        return answers.dry_run(would_hold, (yield from _cost(tool, value)))
+        return DryRun(would_hold, (yield from _cost(tool, value)))
 
     try:
-        answer = yield from _hold_charge_run(env, call, checked, None)
+        outcome = yield from _hold_charge_run(env, call, checked, None)
     except Exception as stop:
         # released, unless an interrupt stopped the call with its handler handed over: that may
         # run, so the key waits for an outcome (a repeat answers in_progress, then
@@ -212,11 +214,12 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
             yield on_ledger(Ledger.release_idempotency, caller.identity, tool.name, key)
         raise
     if key is not None:
-        if answers.ran_nothing(answer):  # nothing was held or run: a retry may go ahead
+        if outcome.ran_nothing:  # nothing was held or run: a retry may go ahead
             yield on_ledger(Ledger.release_idempotency, caller.identity, tool.name, key)
         else:
+            answer = outcome.to_json()  # as the ledger stores it
             yield on_ledger(Ledger.store_idempotency, caller.identity, tool.name, key, answer)
-    return answer
+    return outcome
 
 
 def enabled_now(registry: Registry, modules: list[str | None]) -> Steps[dict[str | None, bool]]:
@@ -246,7 +249,7 @@ TOKEN_REFUSED = (
 )
 
 
-def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | Answer | None]:
+def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | Refused | None]:
     """The confirmation whose approved write this call runs: its ``confirm_token`` is spent here,
     by the one call it was made for (the same caller, tool, declaration and input); a call
     carrying any other token is refused (an answer), never run or held instead."""
@@ -262,7 +265,7 @@ def _approved(call: Call, tool: Tool, digest: str) -> Steps[Confirmation | Answe
         or (found.fingerprint is not None and found.fingerprint != fingerprint(tool))
         or not (yield on_ledger(Ledger.use_token, found.id, token))
     ):
-        return answers.error("forbidden", TOKEN_REFUSED)
+        return Refused("forbidden", TOKEN_REFUSED)
     return found
 
 
@@ -342,19 +345,17 @@ def _hold(env: Environment, call: Call, checked: Checked, cost: int, now: float)
     )
     cap = settings.max_pending_holds or None
     if (yield on_ledger(Ledger.create_confirmation, confirmation, max_pending=cap)):
-        return answers.held(confirmation.id, iso(confirmation.expires_at))
+        return Held(confirmation.id, iso(confirmation.expires_at))
     if window is not None:
         yield on_ledger(Ledger.refund_all, steps.budgets(caller), window, cost)
     expiries: list[float] = yield on_ledger(Ledger.pending_expiries, caller.identity, now)
     retry_after = round(max(1.0, (expiries[0] if expiries else now + 1) - now), 3)
-    return answers.error(
+    return Refused(
         "too_many_pending",
         f"{len(expiries) or cap} writes of this caller already wait for a person's decision, the"
         f" most allowed (setting 'max_pending_holds' = {cap}): nothing was held. Have them"
         f" decided first, or try again in {retry_after:g} s, when the oldest expires",
-        retry_after=retry_after,
-        limit=cap,
-        pending=len(expiries),
+        {"retry_after": retry_after, "limit": cap, "pending": len(expiries)},
     )
 
 
@@ -368,7 +369,7 @@ def _charge_all(budgets: tuple[str, ...], window_start: int, units: int, limit: 
 
 def _charge(
     caller: Caller, cost: int, settings: Settings, now: float
-) -> Steps[tuple[Answer | None, int | None]]:
+) -> Steps[tuple[Refused | None, int | None]]:
     """Step 8: charge ``cost`` to the caller's budgets (a key's and its user's) in this window.
 
     ``(refusal, None)`` when there is no room; ``(None, window)`` once charged (the window's
@@ -377,13 +378,11 @@ def _charge(
     if limit <= 0:
         return None, None
     if cost > limit:
-        return answers.error(
+        return Refused(
             "rate_limited",
             f"this call costs {cost} units, more than the whole budget of {limit} per window:"
             " it can never run; send smaller calls",
-            retry_after=None,
-            cost=cost,
-            limit=limit,
+            {"retry_after": None, "cost": cost, "limit": limit},
         ), None
     window = settings.rate_limit_window
     start = steps.window_start(now, window)
@@ -395,13 +394,11 @@ def _charge(
     ):
         return None, start
     retry_after = round(start / 1000 + window - now, 3)
-    return answers.error(
+    return Refused(
         "rate_limited",
         f"rate limit reached: {limit} units per {window:g} s; this call costs {cost}."
         f" Try again in {retry_after:g} s",
-        retry_after=retry_after,
-        cost=cost,
-        limit=limit,
+        {"retry_after": retry_after, "cost": cost, "limit": limit},
     ), None
 
 
@@ -411,35 +408,35 @@ def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Se
     if outcome.kind == "timeout":
         call.detail = f"handler ran longer than {settings.handler_timeout:g} s"
         log.error("tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
-        return answers.error(
+        return Refused(
             "timeout",
             f"{tool.name!r} did not finish within {settings.handler_timeout:g} s; it may still"
             " complete: check before calling again",
-            call_id=call.call_id,
+            {"call_id": call.call_id},
         )
     if outcome.kind == "error" and isinstance(outcome.value, ToolError):
         exc = outcome.value
         call.detail = f"ToolError: {exc.message}"[:2000]
-        return answers.error("tool_error", exc.message[:2000], **_json_details(exc.details))
+        return Refused("tool_error", exc.message[:2000], _json_details(exc.details))
     if outcome.kind == "error":
         exc = outcome.value
         call.detail = f"{type(exc).__name__}: {exc}"[:2000]
         log.error("tool %r raised (call %s)", tool.name, call.call_id, exc_info=exc)
-        return answers.error("internal_error", generic, call_id=call.call_id)
+        return Refused("internal_error", generic, {"call_id": call.call_id})
     result = outcome.value
     try:
         steps.canonical_json(result)
     except (TypeError, ValueError, RecursionError) as exc:
         call.detail = f"handler returned a value that is not JSON: {exc}"[:2000]
         log.error("tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
-        return answers.error("internal_error", generic, call_id=call.call_id)
+        return Refused("internal_error", generic, {"call_id": call.call_id})
     if tool.output_validator is not None:
         violations = tool.output_validator.errors(result)
         if violations:
             call.detail = "result breaks output_schema: " + json.dumps(violations[:10])[:2000]
             log.error("bug in tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
-            return answers.error("internal_error", generic, call_id=call.call_id)
-    return answers.ok(result)
+            return Refused("internal_error", generic, {"call_id": call.call_id})
+    return Ran(result)
 
 
 def _json_details(details: dict[str, Any]) -> dict[str, Any]:
@@ -456,7 +453,7 @@ def _replay(
 ) -> Steps[Answer]:
     """Step 5 for a key seen before: the stored answer again, or a conflict."""
     if record.input_hash != digest:
-        return answers.error(
+        return Refused(
             "idempotency_conflict",
             f"idempotency key {key[:80]!r} was used before with a different input for"
             f" {tool.name!r}; use a new key for a new call",
@@ -464,31 +461,30 @@ def _replay(
     where = (call.caller.identity, tool.name, key)
     stale_before = env.clock() - settings.handler_timeout - WAIT_GRACE
     if record.state == "running" and record.created_at < stale_before:
-        unknown = answers.error("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}"))
+        unknown = Refused("outcome_unknown", OUTCOME_UNKNOWN.format(what=f"call {key!r}")).to_json()
         yield on_ledger(Ledger.abandon_idempotency, *where, unknown, stale_before)
         record = yield on_ledger(Ledger.get_idempotency, *where)
     if record.state == "running" and not call.wait:
-        return answers.error(
+        return Refused(
             "in_progress",
             f"the first call with idempotency key {key[:80]!r} is still running: send this"
             f" request again in {IN_PROGRESS_RETRY:g} s for its answer (nothing ran for this one)",
-            retry_after=IN_PROGRESS_RETRY,
+            {"retry_after": IN_PROGRESS_RETRY},
         )
     deadline = time.monotonic() + settings.handler_timeout + WAIT_GRACE
     while record is not None and record.state == "running" and time.monotonic() < deadline:
         yield Pause(POLL_SECONDS)
         record = yield on_ledger(Ledger.get_idempotency, *where)
     if record is None or record.state == "running":
-        return answers.error(
+        return Refused(
             "in_progress",
             f"the first call with idempotency key {key[:80]!r} has not finished; its outcome is"
             " unknown: check the data before calling again with a new key",
         )
-    answer = record.answer
-    if answer.get("status") == "confirmation_required":
-        call.confirmation_id = answer["confirmation_id"]
-        held_id = answer["confirmation_id"]
+    answer = answer_from_json(record.answer)
+    if isinstance(answer, Held):
+        call.confirmation_id = held_id = answer.confirmation_id
         held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, held_id)
         if held is not None and held.outcome is not None:
-            answer = held.outcome
-    return answers.replayed(answer)
+            answer = answer_from_json(held.outcome)
+    return replace(answer, replayed=True)

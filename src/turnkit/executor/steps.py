@@ -12,8 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
-from turnkit.executor import answers
-from turnkit.executor.answers import Answer
+from turnkit.executor.answers import Refused
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.control import CONTROL_FIELDS, CONTROL_TYPES
@@ -28,12 +27,12 @@ KEY_LIMIT = 255
 """The longest idempotency key accepted."""
 
 
-def control_error(control: object) -> Answer | None:
+def control_error(control: object) -> Refused | None:
     """Step 2: an ``invalid_input`` answer when the control fields are malformed, else None."""
     if control is None:
         return None
     if not isinstance(control, Mapping):
-        return answers.error(
+        return Refused(
             "invalid_input", f"control must be an object of control fields, got {_kind(control)}"
         )
     problems = []
@@ -49,8 +48,10 @@ def control_error(control: object) -> Answer | None:
         elif isinstance(value, str) and not plain_text(value):
             problems.append(f"{field!r} must be printable Unicode text (no NUL, no lone surrogate)")
     if problems:
-        return answers.error(
-            "invalid_input", "invalid control fields: " + "; ".join(problems), problems=problems
+        return Refused(
+            "invalid_input",
+            "invalid control fields: " + "; ".join(problems),
+            {"problems": problems},
         )
     return None
 
@@ -73,45 +74,43 @@ def canonical_json(value: object) -> str:
     )
 
 
-def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Answer | None, str]:
+def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Refused | None, str]:
     """Step 3: an ``invalid_input`` answer (or None) and the input's canonical JSON."""
     if not isinstance(value, dict):
-        return answers.error(
-            "invalid_input", f"the input must be a JSON object, got {_kind(value)}"
-        ), ""
+        return Refused("invalid_input", f"the input must be a JSON object, got {_kind(value)}"), ""
     smuggled = sorted(CONTROL_FIELDS.intersection(value))
     if smuggled:  # no tool declares them (tool_checks): in the input they would reach a handler
-        return answers.error(
+        return Refused(
             "invalid_input",
             f"{', '.join(map(repr, smuggled))} in the input: control fields go beside the input"
             " (over REST: beside 'input' in the body; the Idempotency-Key header), never in it",
-            control_fields=smuggled,
+            {"control_fields": smuggled},
         ), ""
     problem = json_problem(value)
     if problem is not None:
-        return answers.error(
+        return Refused(
             "invalid_input",
             f"the input is not plain JSON data within turnkit's limits: {problem}",
-            max_depth=MAX_DEPTH,
+            {"max_depth": MAX_DEPTH},
         ), ""
     text = canonical_json(value)
     if len(text) > settings.max_input_chars:
-        return answers.error(
+        return Refused(
             "invalid_input",
             f"the input is {len(text)} characters of JSON; at most {settings.max_input_chars}"
             " are accepted: send less data per call",
-            limit=settings.max_input_chars,
+            {"limit": settings.max_input_chars},
         ), text
     violations = tool.input_validator.errors(value, plain_json=True)
     if violations:
         shown = violations[:VIOLATIONS_SHOWN]
         listed = "; ".join(f"at {v.path or '(root)'}: {v.message}" for v in shown)
         more = len(violations) - len(shown)
-        return answers.error(
+        return Refused(
             "invalid_input",
             f"the arguments do not match the input schema of {tool.name!r}; fix these and call"
             f" again: {listed}" + (f" (and {more} more)" if more else ""),
-            violations=[{"path": v.path[:300], "message": v.message} for v in shown],
+            {"violations": [{"path": v.path[:300], "message": v.message} for v in shown]},
         ), text
     return None, text
 
@@ -139,19 +138,18 @@ def longest_list(value: object) -> int:
     return longest
 
 
-def too_many_items(tool: Tool, value: dict[str, Any]) -> Answer | None:
+def too_many_items(tool: Tool, value: dict[str, Any]) -> Refused | None:
     """Step 4: a ``too_many_items`` answer when a list is longer than ``max_items``."""
     if tool.max_items is None:
         return None
     longest = longest_list(value)
     if longest <= tool.max_items:
         return None
-    return answers.error(
+    return Refused(
         "too_many_items",
         f"{tool.name!r} accepts at most {tool.max_items} items per call, got {longest};"
         " split the list into several calls",
-        max_items=tool.max_items,
-        got=longest,
+        {"max_items": tool.max_items, "got": longest},
     )
 
 

@@ -149,7 +149,7 @@ class TurnkitMiddleware(AgentMiddleware):
         ready = self._prepare(request, caller, listed)
         if isinstance(ready, ToolMessage):
             return ready
-        answer = self.bound.executor.execute(
+        answer = self.bound.executor.call(
             ready.caller, ready.tool, ready.input, ready.control,
             allow=ready.allow, settings=ready.settings, thread=ready.thread,
         )  # fmt: skip
@@ -168,7 +168,7 @@ class TurnkitMiddleware(AgentMiddleware):
         ready = self._prepare(request, caller, listed)
         if isinstance(ready, ToolMessage):
             return ready
-        answer = await self.bound.executor.aexecute(
+        answer = await self.bound.executor.acall(
             ready.caller, ready.tool, ready.input, ready.control,
             allow=ready.allow, settings=ready.settings, thread=ready.thread,
         )  # fmt: skip

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from turnkit.executor.answers import Answer
 from turnkit.middleware.tool_calls import HELD_KEY
 from turnkit.turn.bound import Bound
 from turnkit.turn.held import ask_decisions, note_outcome, split_held
@@ -47,7 +48,7 @@ def before_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, A
         caller, allow = bound.caller(runtime)
         for _ in range(MAX_ASKS):  # each pass is one interrupt; LangGraph resumes them in order
             for cid, decision in ask_decisions(pending, held, bound, interrupt).items():
-                answer = executor.confirm(cid, caller, decision, allow=allow)
+                answer = executor.decide(cid, caller, decision, allow=allow)
                 note_outcome(cid, answer, executor.confirmation(cid), done, problems)
             pending = _still(pending, done, problems)
             if not pending:
@@ -73,7 +74,7 @@ async def abefore_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict
         caller, allow = bound.caller(runtime)
         for _ in range(MAX_ASKS):  # each pass is one interrupt; LangGraph resumes them in order
             for cid, decision in ask_decisions(pending, held, bound, interrupt).items():
-                answer = await executor.aconfirm(cid, caller, decision, allow=allow)
+                answer = await executor.adecide(cid, caller, decision, allow=allow)
                 note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
             pending = _still(pending, done, problems)
             if not pending:
@@ -138,7 +139,7 @@ def _this_round(pending: list[tuple[HeldCall, Any]], messages: list[AnyMessage])
 
 
 def _update(
-    marked: Marked, done: dict[str, dict[str, Any]], problems: dict[str, str], limit: int
+    marked: Marked, done: dict[str, Answer], problems: dict[str, str], limit: int
 ) -> dict[str, Any] | None:
     """The outcome in place of each decided call's message; the reason beside each refused one."""
     replaced: list[ToolMessage] = []

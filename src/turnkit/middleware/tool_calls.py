@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from turnkit.executor.answers import Answer
+from turnkit.executor.answers import Answer, Held
 from turnkit.registry.caller import Caller
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
@@ -29,7 +29,7 @@ from turnkit.turn.checks import call_problem
 from turnkit.turn.keys import idempotency_key
 from turnkit.turn.messages import UNKNOWN_TOOL, answered, error_answer, tool_message
 from turnkit.turn.state import PendingCall
-from turnkit.turn.tools import arguments, for_model, held
+from turnkit.turn.tools import arguments, for_model
 
 __all__ = ["HELD_KEY", "Run", "finish", "placeholders", "prepare"]
 
@@ -126,12 +126,10 @@ def prepare(
 
 def finish(run: Run, answer: Answer) -> ToolMessage:
     """The tool message of an executed call: the fitted answer, or a held write's notice."""
-    confirmation_id = held(answer)
-    message = tool_message(
-        run.call_id, answered(answer, run.limit, held=confirmation_id), name=run.model_name
-    )
-    if confirmation_id is not None:
-        message.artifact = {HELD_KEY: {"confirmation_id": confirmation_id, "tool": run.tool}}
+    message = tool_message(run.call_id, answered(answer, run.limit), name=run.model_name)
+    if isinstance(answer, Held):
+        held = {"confirmation_id": answer.confirmation_id, "tool": run.tool}
+        message.artifact = {HELD_KEY: held}
     return message
 
 

@@ -18,6 +18,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from turnkit.executor.answers import Answer
 from turnkit.nodes.state import TurnState
 from turnkit.registry.settings import Settings
 from turnkit.threads.leases import asettle_run, settle_run
@@ -40,7 +41,7 @@ def await_confirmation(state: TurnState, runtime: Runtime[Any], *, bound: Bound)
     if decisions:
         settle_run(get_config())  # the rule before acting (the resume saved it all already)
     for cid, decision in decisions.items():
-        answer = executor.confirm(cid, caller, decision, allow=allow)
+        answer = executor.decide(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, executor.confirmation(cid), done, problems)
     overrides = executor.ledger.settings()  # a resumed run reads the settings anew
     return _update(held, done, problems, overrides, bound.both_settings(overrides)[1])
@@ -61,7 +62,7 @@ async def aawait_confirmation(
     if decisions:
         await asettle_run(get_config())  # as above
     for cid, decision in decisions.items():
-        answer = await executor.aconfirm(cid, caller, decision, allow=allow)
+        answer = await executor.adecide(cid, caller, decision, allow=allow)
         note_outcome(cid, answer, await executor.aconfirmation(cid), done, problems)
     overrides = await executor.ledger.asettings()  # a resumed run reads the settings anew
     return _update(held, done, problems, overrides, bound.both_settings(overrides)[1])
@@ -69,7 +70,7 @@ async def aawait_confirmation(
 
 def _update(
     held: list[HeldCall],
-    done: dict[str, dict[str, Any]],
+    done: dict[str, Answer],
     problems: dict[str, str],
     overrides: dict[str, Any],
     settings: Settings,

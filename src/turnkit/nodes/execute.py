@@ -20,13 +20,13 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from turnkit.executor.answers import Answer
 from turnkit.nodes.state import TurnState
 from turnkit.threads.leases import asettle_run, settle_run
 from turnkit.turn.bound import Bound
 from turnkit.turn.keys import idempotency_key
 from turnkit.turn.messages import answered
 from turnkit.turn.state import PendingCall
-from turnkit.turn.tools import held
 
 __all__ = ["aexecute", "execute"]
 
@@ -56,9 +56,9 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
 
     thread = _thread(runtime)
 
-    def run(call: PendingCall) -> dict[str, Any]:
+    def run(call: PendingCall) -> Answer:
         control = _control(runtime, call, bound)
-        return executor.execute(
+        return executor.call(
             caller, call["tool"], call["args"], control, allow=allow, settings=settings,
             thread=thread,
         )  # fmt: skip
@@ -84,7 +84,7 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     runs = []  # a loop, not a closure: this frame lives across the handlers' awaits, and a
     for call in calls:  # closure would keep its locals as cells for the collector to walk
         control = _control(runtime, call, bound)
-        ran = executor.aexecute(
+        ran = executor.acall(
             caller, call["tool"], call["args"], control, allow=allow, settings=settings,
             thread=thread,
         )  # fmt: skip
@@ -95,10 +95,10 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
 
 
 def _answers(
-    state: TurnState, calls: list[PendingCall], results: list[dict[str, Any]], limit: int
+    state: TurnState, calls: list[PendingCall], results: list[Answer], limit: int
 ) -> dict[str, Any]:
     """The round's answers: the errors of ``validate_args`` and these results, fitted as text."""
     found = dict(state.get("answers") or {})
     for call, answer in zip(calls, results, strict=True):
-        found[call["id"]] = answered(answer, limit, held=held(answer))
+        found[call["id"]] = answered(answer, limit)
     return {"answers": found, "calls": []}

@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from turnkit.executor.answers import Answer, AnswerJSON, Held, answer_from_json
 from turnkit.ledger import Confirmation
 from turnkit.nodes.state import TurnState
 from turnkit.registry.settings import Settings
@@ -27,7 +28,6 @@ from turnkit.turn.messages import answered, held_name, settled, tool_message
 from turnkit.turn.recovery import recovered, unanswered
 from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer
 from turnkit.turn.tools import for_model
-from turnkit.turn.tools import held as held_in
 
 __all__ = ["alist_tools", "list_tools"]
 
@@ -42,7 +42,7 @@ def list_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict
     held = state.get("held") or []
     found = [executor.confirmation(h["confirmation_id"]) for h in held]
     lookups = _lookups(state, runtime)
-    records = {cid: executor.recorded(caller, tool, key) for cid, tool, key in lookups}
+    records = {cid: _read(executor.recorded(caller, tool, key)) for cid, tool, key in lookups}
     decided = {cid: executor.confirmation(cid) for cid in _held_ids(state, records)}
     recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
     return _update(state, tools, held, found, overrides, turn, recorded)
@@ -58,7 +58,9 @@ async def alist_tools(state: TurnState, runtime: Runtime[Any], *, bound: Bound) 
     held = state.get("held") or []
     found = [await executor.aconfirmation(h["confirmation_id"]) for h in held]
     lookups = _lookups(state, runtime)
-    records = {cid: await executor.arecorded(caller, tool, key) for cid, tool, key in lookups}
+    records = {
+        cid: _read(await executor.arecorded(caller, tool, key)) for cid, tool, key in lookups
+    }
     decided = {cid: await executor.aconfirmation(cid) for cid in _held_ids(state, records)}
     recorded = _recorded(state, records, decided, turn.agent_tool_result_chars)
     return _update(state, tools, held, found, overrides, turn, recorded)
@@ -87,16 +89,21 @@ def _lookups(state: TurnState, runtime: Runtime[Any]) -> list[tuple[str, str, st
     return found
 
 
-def _held_ids(state: TurnState, records: dict[str, dict[str, Any] | None]) -> list[str]:
+def _read(record: AnswerJSON | None) -> Answer | None:
+    """An answer the ledger recorded, read back (None when there is none)."""
+    return None if record is None else answer_from_json(record)
+
+
+def _held_ids(state: TurnState, records: dict[str, Answer | None]) -> list[str]:
     """The confirmations of the stopped round's held answers, left over or recorded."""
     leftover = [answer.get("held") for answer in (state.get("answers") or {}).values()]
-    recorded = [held_in(answer) for answer in records.values()]
+    recorded = [a.confirmation_id for a in records.values() if isinstance(a, Held)]
     return [cid for cid in leftover + recorded if cid is not None]
 
 
 def _recorded(
     state: TurnState,
-    records: dict[str, dict[str, Any] | None],
+    records: dict[str, Answer | None],
     decided: dict[str, Confirmation | None],
     limit: int,
 ) -> dict[str, RoundAnswer]:
@@ -109,24 +116,14 @@ def _recorded(
         settled_now = confirmation_id is not None and _settled(confirmation_id, decided)
         found[call_id] = answered(settled_now, limit) if settled_now else answer
     for call_id, record in records.items():
-        if record is None:
-            continue
-        confirmation_id = held_in(record)
-        if confirmation_id is None:
+        if isinstance(record, Held):  # held again, or the outcome of its confirmation
+            found[call_id] = answered(_settled(record.confirmation_id, decided) or record, limit)
+        elif record is not None:
             found[call_id] = answered(record, limit)
-        else:
-            outcome = _settled(confirmation_id, decided)
-            found[call_id] = (
-                answered(outcome, limit)
-                if outcome
-                else answered(record, limit, held=confirmation_id)
-            )
     return found
 
 
-def _settled(
-    confirmation_id: str, decided: dict[str, Confirmation | None]
-) -> dict[str, Any] | None:
+def _settled(confirmation_id: str, decided: dict[str, Confirmation | None]) -> Answer | None:
     """The outcome of a confirmation decided (or gone) since, else None while it waits."""
     confirmation = decided.get(confirmation_id)
     if confirmation is not None and confirmation.outcome is None:

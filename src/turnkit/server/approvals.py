@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from turnkit.executor.answers import is_error
+from turnkit.executor.answers import Refused
 from turnkit.executor.confirmations import DECIDE_SCOPE, decides_for_others, refusal_for_others
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey
@@ -160,13 +160,15 @@ async def _decide(
     refused = _refusal(key, before, await apermissions_now(executor.permissions, key.caller))
     if refused is not None:
         raise HTTPException(403, refused)
-    answer = await executor.aconfirm(before.id, key.caller, decision, allow=key.allowed)
+    answer = await executor.adecide(before.id, key.caller, decision, allow=key.allowed)
     after = await executor.aconfirmation(before.id)
     if after is None or after.status in ("pending", "expired"):
         # refused and still pending (an invalid edit, a rate limit), or expired: the answer says
-        return problems.answer_problem(answer) if is_error(answer) else JSONResponse(answer)
+        if isinstance(answer, Refused):
+            return problems.answer_problem(answer)
+        return JSONResponse(answer.to_json())
     view = confirmation_view(after, request)
-    if before.status != "pending" or answer.get("already_decided"):  # another decided first
+    if before.status != "pending" or answer.already_decided:  # another decided first
         return problems.problem(
             409,
             f"confirmation {after.id!r} was already decided ({after.status}); nothing ran again:"

@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp import types
 
-from turnkit.executor.answers import Answer
+from turnkit.executor.answers import Answer, DryRun, Held, Ran, Refused
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, iso
@@ -146,11 +146,11 @@ class McpTools:
         ``base``: where the REST API and the inbox are (a host app's mount prefix, or "");
         ``inbox``: whether the app serves the web inbox."""
         if key is None:
-            return _error_result({"code": "forbidden", "message": NO_KEY, "details": {}})
+            return _error_result(Refused("forbidden", NO_KEY))
         if name == GET_CONFIRMATION:
             return await self._get_confirmation(key, arguments or {})
         tool = self._by_model.get(name)
-        answer = await self.executor.aexecute(
+        answer = await self.executor.acall(
             key.caller,
             name if tool is None else tool.name,  # an unknown name: the executor answers (audited)
             {} if arguments is None else arguments,
@@ -167,17 +167,16 @@ class McpTools:
         confirmation_id = arguments.get("confirmation_id")
         if not isinstance(confirmation_id, str) or set(arguments) != {"confirmation_id"}:
             return _error_result(
-                {
-                    "code": "invalid_input",
-                    "message": "give exactly one argument, 'confirmation_id': the id (a string)"
-                    " a held call answered with",
-                    "details": {},
-                }
+                Refused(
+                    "invalid_input",
+                    "give exactly one argument, 'confirmation_id': the id (a string) a held call"
+                    " answered with",
+                )
             )
         found = await self.executor.aconfirmation(confirmation_id)
         if found is None or await self.executor.arefusal_to_decide(key.caller, found, key.allowed):
             message = UNKNOWN_CONFIRMATION.format(id=confirmation_id[:100])
-            return _error_result({"code": "not_found", "message": message, "details": {}})
+            return _error_result(Refused("not_found", message))
         status = _confirmation_status(found)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=_json(status))],
@@ -235,40 +234,40 @@ def _schema_for(tool: Tool, hold: str) -> dict[str, Any] | None:
 def _result(
     answer: Answer, *, structured: bool, base: str = "", inbox: bool = True
 ) -> types.CallToolResult:
-    status = answer.get("status")
-    if status == "ok":
-        result = answer["result"]
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_json(result))],
-            structured_content=result if structured else None,
-        )
-    if status == "confirmation_required":
-        held = {**answer, "decide": _decide(answer["confirmation_id"], base, inbox)}
-        text = HELD.format(
-            id=answer["confirmation_id"],
-            expires_at=answer["expires_at"],
-            tool=GET_CONFIRMATION,
-            base=base,
-            inbox=f"in the web inbox at {base}/ui/, " if inbox else "",
-        )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=held if structured else None,
-        )
-    if status == "error":
-        return _error_result(answer["error"])
-    if answer.get("dry_run"):  # what the call would do; nothing was done
-        return types.CallToolResult(content=[types.TextContent(type="text", text=_json(answer))])
+    match answer:
+        case Ran(result=result):
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=_json(result))],
+                structured_content=result if structured else None,
+            )
+        case Held(confirmation_id=confirmation_id, expires_at=expires_at):
+            held = {**answer.to_json(), "decide": _decide(confirmation_id, base, inbox)}
+            text = HELD.format(
+                id=confirmation_id,
+                expires_at=expires_at,
+                tool=GET_CONFIRMATION,
+                base=base,
+                inbox=f"in the web inbox at {base}/ui/, " if inbox else "",
+            )
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)],
+                structured_content=held if structured else None,
+            )
+        case Refused():
+            return _error_result(answer)
+        case DryRun():  # what the call would do; nothing was done
+            text = _json(answer.to_json())
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
     return types.CallToolResult(  # a rejection or a replay of one: the answer as it stands
-        content=[types.TextContent(type="text", text=_json(answer))], is_error=True
+        content=[types.TextContent(type="text", text=_json(answer.to_json()))], is_error=True
     )
 
 
-def _error_result(error: dict[str, Any]) -> types.CallToolResult:
+def _error_result(refused: Refused) -> types.CallToolResult:
     """The executor's message for a model to read; the whole error as structured content."""
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=error["message"])],
-        structured_content={"error": error},
+        content=[types.TextContent(type="text", text=refused.message)],
+        structured_content={"error": refused.error_json()},
         is_error=True,
     )
 

@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from turnkit.executor.answers import Answer, ErrorCode
+from turnkit.executor.answers import ErrorCode, Refused
 from turnkit.server.headers import security_headers
 
 __all__ = [
@@ -121,16 +121,15 @@ def problem(
     return JSONResponse(body, status_code=status, headers=headers, media_type=MEDIA_TYPE)
 
 
-def answer_problem(answer: Answer, **extra: Any) -> JSONResponse:
-    """The problem document of an executor error answer (``{"status": "error", ...}``)."""
-    error = answer["error"]
-    code, details = error["code"], error.get("details") or {}
+def answer_problem(answer: Refused, **extra: Any) -> JSONResponse:
+    """The problem document of an executor error answer (``Refused``)."""
+    code, details = answer.code, answer.details
     status = STATUS.get(code, 500)
     headers = {}
     retry_after = details.get("retry_after")
     if isinstance(retry_after, int | float) and not isinstance(retry_after, bool):
         headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    detail = _GENERIC if code == "internal_error" else str(error["message"])
+    detail = _GENERIC if code == "internal_error" else answer.message
     return problem(status, detail, code=code, headers=headers, details=details, **extra)
 
 

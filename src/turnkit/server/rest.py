@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkit.executor.answers import Answer, is_error
+from turnkit.executor.answers import Answer, Held, Refused
 from turnkit.server import approvals, problems, views
 from turnkit.server.auth import Key, Ran
 
@@ -97,11 +97,9 @@ async def invoke(
     # an unreadable body still goes through the executor (input None fails its step 3), so the
     # tool and rights checks answer first and the call is audited
     given = body.get("input", {}) if trouble is None else None
-    answer = await executor.aexecute(
-        key.caller, name, given, control, allow=key.allowed, wait=False
-    )
-    if trouble is not None and is_error(answer, "invalid_input"):
-        return problems.problem(trouble[0], trouble[1], details=answer["error"]["details"])
+    answer = await executor.acall(key.caller, name, given, control, allow=key.allowed, wait=False)
+    if trouble is not None and isinstance(answer, Refused) and answer.code == "invalid_input":
+        return problems.problem(trouble[0], trouble[1], details=answer.details)
     return await _answered(request, executor, answer)
 
 
@@ -136,18 +134,19 @@ async def _invoke_body(request: Request) -> tuple[dict[str, Any], tuple[int, str
 
 async def _answered(request: Request, executor: Ran, answer: Answer) -> Response:
     """An executor answer as an HTTP response."""
-    replayed = {"Idempotent-Replayed": "true"} if answer.get("replayed") else {}
-    if is_error(answer):
-        problem = problems.answer_problem(answer)
-        problem.headers.update(replayed)
-        return problem
-    if answer.get("status") == "confirmation_required":
-        held = await executor.aconfirmation(answer["confirmation_id"])
-        if held is not None:
-            view = views.confirmation_view(held, request)
-            location = {"Location": view["links"]["self"]}
-            return JSONResponse(view, status_code=202, headers=location | replayed)
-    return JSONResponse(answer, headers=replayed)
+    replayed = {"Idempotent-Replayed": "true"} if answer.replayed else {}
+    match answer:
+        case Refused():
+            problem = problems.answer_problem(answer)
+            problem.headers.update(replayed)
+            return problem
+        case Held(confirmation_id=confirmation_id):
+            held = await executor.aconfirmation(confirmation_id)
+            if held is not None:
+                view = views.confirmation_view(held, request)
+                location = {"Location": view["links"]["self"]}
+                return JSONResponse(view, status_code=202, headers=location | replayed)
+    return JSONResponse(answer.to_json(), headers=replayed)
 
 
 router.include_router(approvals.router)

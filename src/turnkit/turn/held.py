@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkit.errors import ResumeError
-from turnkit.executor import answers
+from turnkit.executor.answers import Answer, Refused, stored_outcome
 from turnkit.ledger import Confirmation
 from turnkit.turn.bound import Bound
 from turnkit.turn.decisions import HOW_TO_RESUME, asked, payload, refusals, resume_schema
@@ -24,10 +24,10 @@ Pending = list[tuple[HeldCall, Confirmation]]
 
 def split_held(
     held: list[HeldCall], found: list[Confirmation | None]
-) -> tuple[Pending, dict[str, dict[str, Any]]]:
+) -> tuple[Pending, dict[str, Answer]]:
     """The calls still waiting, and the outcomes of those decided, expired or gone already."""
     pending: Pending = []
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, Answer] = {}
     for call, confirmation in zip(held, found, strict=True):
         if confirmation is not None and confirmation.outcome is None:
             pending.append((call, confirmation))
@@ -76,13 +76,14 @@ def _stale(exc: ValidationError) -> bool:
 
 def note_outcome(
     cid: str,
-    answer: dict[str, Any],
+    answer: Answer,
     after: Confirmation | None,
-    done: dict[str, dict[str, Any]],
+    done: dict[str, Answer],
     problems: dict[str, str],
 ) -> None:
     """Record a decision's outcome when it is final; else why it was not applied."""
-    if after is not None and after.outcome is not None:
-        done[cid] = after.outcome
-    elif answers.is_error(answer):
-        problems[cid] = answer["error"]["message"]
+    outcome = None if after is None else stored_outcome(after)
+    if outcome is not None:
+        done[cid] = outcome
+    elif isinstance(answer, Refused):
+        problems[cid] = answer.message

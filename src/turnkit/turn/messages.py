@@ -17,7 +17,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from turnkit.executor import answers
+from turnkit.executor.answers import Answer, ErrorCode, Held, Refused, stored_outcome
 from turnkit.ledger import Confirmation
 from turnkit.registry.names import model_name
 from turnkit.turn.state import RoundAnswer
@@ -63,18 +63,22 @@ DUPLICATE = (
 )
 
 
-def answered(answer: answers.Answer, limit: int, *, held: str | None = None) -> RoundAnswer:
+def answered(answer: Answer, limit: int) -> RoundAnswer:
     """An answer as the model reads it: fitted JSON text (or ``held_result`` for a held call)."""
-    if held is not None:
-        return RoundAnswer(content=fit_text(held_result(held), limit), status="success", held=held)
-    failed = answer.get("status") == "error"
-    return RoundAnswer(content=fit_text(answer, limit), status="error" if failed else "success")
+    match answer:
+        case Held(confirmation_id=held):
+            content = fit_text(held_result(held), limit)
+            return RoundAnswer(content=content, status="success", held=held)
+        case Refused():
+            return RoundAnswer(content=fit_text(answer.to_json(), limit), status="error")
+        case _:
+            return RoundAnswer(content=fit_text(answer.to_json(), limit), status="success")
 
 
-def error_answer(code: answers.ErrorCode, text: str, **details: Any) -> RoundAnswer:
+def error_answer(code: ErrorCode, text: str, **details: Any) -> RoundAnswer:
     """An error answer from a template's ``text`` (short: never fitted)."""
-    error = answers.error(code, text, **details)
-    return RoundAnswer(content=_compact(error), status="error")
+    error = Refused(code, text, details)
+    return RoundAnswer(content=_compact(error.to_json()), status="error")
 
 
 def tool_message(
@@ -107,11 +111,11 @@ def held_name(tool: str) -> str:
     return model_name(tool) or tool
 
 
-def settled(confirmation_id: str, confirmation: Confirmation | None) -> answers.Answer:
+def settled(confirmation_id: str, confirmation: Confirmation | None) -> Answer:
     """The outcome a conversation sees of a held call whose confirmation is decided (or gone)."""
     if confirmation is None:
-        return answers.error("not_found", f"confirmation {confirmation_id!r} no longer exists")
-    return confirmation.outcome or answers.error(
+        return Refused("not_found", f"confirmation {confirmation_id!r} no longer exists")
+    return stored_outcome(confirmation) or Refused(
         "in_progress", f"confirmation {confirmation_id!r} is still waiting for a decision"
     )
 

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
-from turnkit.executor.answers import is_error
+from turnkit.executor.answers import Answer, Ran, Refused, stored_outcome
 from turnkit.executor.confirmations import could_be_id, decides_for_others, refusal_for_others
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKeys
@@ -168,11 +168,11 @@ def inbox_router(
             return message(request, who, 410, "Expired", _expired(before))
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         decision = _decision(action, before, fields)
-        answer = await executor.aconfirm(before.id, who.caller, decision, allow=who.allow)
+        answer = await executor.adecide(before.id, who.caller, decision, allow=who.allow)
         after = await executor.aconfirmation(before.id) or before
         if after.status == "expired":
             return message(request, who, 410, "Expired", _expired(after))
-        if before.status != "pending" or answer.get("already_decided"):
+        if before.status != "pending" or answer.already_decided:
             return message(request, who, 409, "Already decided", _already(after))
         if after.status == "pending" and action == "edit":  # invalid: nothing applied
             values = await _inbox_values(executor, who, Filters())
@@ -180,8 +180,11 @@ def inbox_router(
             values["edited"] = {before.id: fields}
             return page(request, who, "inbox.html", status=422, **values)
         if after.status == "pending":  # refused and still pending (a rate limit, this door)
-            said = answer.get("error", {}).get("message", "the decision was not applied")
-            here = is_error(answer, "cannot_decide_here")  # this server's configuration: 409
+            match answer:
+                case Refused(code=code, message=said):
+                    here = code == "cannot_decide_here"  # this server's configuration: 409
+                case _:
+                    here, said = False, "the decision was not applied"
             return message(request, who, 409 if here else 422, "Not applied",
                            f"Nothing was applied: {said}")  # fmt: skip
         return RedirectResponse(f"{_root(request)}/?decided={after.id}", status_code=303)
@@ -361,20 +364,22 @@ async def _history(
 
 def outcome_of(held: Confirmation) -> str:
     """What became of a confirmation's write, in a few words: whether a write ran."""
-    outcome = held.outcome or {}
     if held.status == "running":
         return "the write is running"
-    if outcome.get("status") == "ok":
-        return "the write ran"
-    error = outcome.get("error") or {}
-    code = error.get("code")
-    if code == "outcome_unknown":
-        return "unknown: the write's process stopped (check the data)"
-    if held.status == "done" and code in ("timeout", "internal_error", "tool_error"):
-        return f"the write failed ({code})"
-    reason = error.get("details", {}).get("reason")
-    why = f": {code}" + (f", {reason}" if reason else "") if code else ""
-    return f"no write ran ({held.status}{why})"
+    match stored_outcome(held):
+        case Ran():
+            return "the write ran"
+        case Refused(code="outcome_unknown"):
+            return "unknown: the write's process stopped (check the data)"
+        case Refused(code="timeout" | "internal_error" | "tool_error" as code) if (
+            held.status == "done"
+        ):
+            return f"the write failed ({code})"
+        case Refused(code=code, details=details):
+            reason = details.get("reason")
+            why = f"{code}, {reason}" if reason else code
+            return f"no write ran ({held.status}: {why})"
+    return f"no write ran ({held.status})"
 
 
 def _decision(action: str, held: Confirmation, fields: dict[str, str]) -> dict[str, Any]:
@@ -385,30 +390,29 @@ def _decision(action: str, held: Confirmation, fields: dict[str, str]) -> dict[s
     return {"action": "edit", "arguments": present.rebuilt(held.input, fields)}
 
 
-def _violations(answer: dict[str, Any]) -> dict[str, str]:
+def _violations(answer: Answer) -> dict[str, str]:
     """The answer's schema violations by JSON pointer (``""`` for the rest)."""
-    if not is_error(answer):
+    if not isinstance(answer, Refused):
         return {}
-    error = answer["error"]
     found: dict[str, str] = {}
-    for violation in error.get("details", {}).get("violations", []):
+    for violation in answer.details.get("violations", []):
         path = str(violation.get("path", ""))
         found[path] = (found.get(path, "") + " " + str(violation.get("message", ""))).strip()
     if not found:
-        found[""] = str(error.get("message", "the decision was refused"))
+        found[""] = answer.message
     return found
 
 
 def _said(held: Confirmation) -> str:
     action = (held.decision or {}).get("action", held.status)
-    outcome = held.outcome or {}
-    if outcome.get("status") == "ok":
+    outcome = stored_outcome(held)
+    if isinstance(outcome, Ran):
         return "edited; the write ran" if action == "edit" else "approved; the write ran"
     if action == "reject":
         return "rejected; nothing ran"
     if held.status == "running":
         return "approved; the write is running"
-    return f"{action}: {outcome.get('error', {}).get('message', held.status)}"
+    return f"{action}: {outcome.message if isinstance(outcome, Refused) else held.status}"
 
 
 def _already(held: Confirmation) -> str:
