@@ -23,8 +23,7 @@ from turnkit.nodes.state import TurnState
 from turnkit.registry.settings import Settings
 from turnkit.threads.leases import asettle_run, settle_run
 from turnkit.turn.bound import Bound
-from turnkit.turn.held import ask_decisions, note_outcome, split_held
-from turnkit.turn.messages import answered, held_name, tool_message
+from turnkit.turn.held import ask_decisions, note_outcome, replace_settled, split_held
 from turnkit.turn.state import HeldCall
 
 __all__ = ["aawait_confirmation", "await_confirmation"]
@@ -75,22 +74,7 @@ def _update(
     overrides: dict[str, Any],
     settings: Settings,
 ) -> dict[str, Any]:
-    limit = settings.agent_tool_result_chars
-    messages, still = [], []
-    for call in held:
-        cid = call["confirmation_id"]
-        if cid in done:
-            messages.append(
-                tool_message(
-                    call["tool_call_id"],
-                    answered(done[cid], limit),
-                    name=held_name(call["tool"]),
-                    message_id=call["message_id"],
-                )
-            )
-        else:
-            problem = problems.get(cid)
-            still.append(HeldCall(**{**call, "problem": problem}) if problem else call)
+    messages, still = replace_settled(held, done, problems, settings.agent_tool_result_chars)
     update: dict[str, Any] = {"held": still, "overrides": overrides}
     if messages:
         update["messages"] = messages

@@ -14,10 +14,10 @@ from turnkit.ledger import Confirmation
 from turnkit.turn.bound import Bound
 from turnkit.turn.decisions import HOW_TO_RESUME, asked, payload, refusals, resume_schema
 from turnkit.turn.hitl import StaleDecisions
-from turnkit.turn.messages import settled
+from turnkit.turn.messages import answered, held_name, settled, tool_message
 from turnkit.turn.state import HeldCall
 
-__all__ = ["Pending", "ask_decisions", "note_outcome", "split_held"]
+__all__ = ["Pending", "ask_decisions", "note_outcome", "replace_settled", "split_held"]
 
 Pending = list[tuple[HeldCall, Confirmation]]
 
@@ -87,3 +87,28 @@ def note_outcome(
         done[cid] = outcome
     elif isinstance(answer, Refused):
         problems[cid] = answer.message
+
+
+def replace_settled(
+    held: list[HeldCall], done: dict[str, Answer], problems: dict[str, str], limit: int
+) -> tuple[list[Any], list[HeldCall]]:
+    """The tool messages that replace the held notices of the calls settled in ``done`` (same
+    message id: the model reads the outcome where it read "held"), and the calls still held, each
+    with the reason its decision was not applied (``problems``) for the next question."""
+    messages: list[Any] = []
+    still: list[HeldCall] = []
+    for call in held:
+        cid = call["confirmation_id"]
+        if cid in done:
+            messages.append(
+                tool_message(
+                    call["tool_call_id"],
+                    answered(done[cid], limit),
+                    name=held_name(call["tool"]),
+                    message_id=call["message_id"],
+                )
+            )
+        else:
+            problem = problems.get(cid)
+            still.append(HeldCall(**{**call, "problem": problem}) if problem else call)
+    return messages, still

@@ -24,10 +24,20 @@ from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 
-from turnkit.turn.messages import INTERRUPTED, call_ids, error_answer, tool_message
-from turnkit.turn.state import HeldCall, RoundAnswer
+from turnkit.executor.answers import Answer, Held
+from turnkit.ledger import Confirmation
+from turnkit.turn.keys import idempotency_key
+from turnkit.turn.messages import (
+    INTERRUPTED,
+    answered,
+    call_ids,
+    error_answer,
+    settled,
+    tool_message,
+)
+from turnkit.turn.state import HeldCall, PendingCall, RoundAnswer
 
-__all__ = ["Unanswered", "recovered", "unanswered"]
+__all__ = ["Unanswered", "held_ids", "ledger_lookups", "recorded", "recovered", "unanswered"]
 
 
 class Unanswered(NamedTuple):
@@ -93,3 +103,59 @@ def recovered(
         removed: Any = RemoveMessage(id=last.id or "")  # AnyMessage does not name RemoveMessage
         return [removed, *fixes, fresh], holding
     return fixes, holding
+
+
+def ledger_lookups(
+    messages: list[AnyMessage],
+    leftover: dict[str, RoundAnswer],
+    names: dict[str, str],
+    thread: str | None,
+) -> list[tuple[str, str, str]]:
+    """``(call id, registry name, idempotency key)`` of each unanswered call whose answer the
+    ledger may have recorded: a call of a known tool that the stopped round had not answered
+    (``leftover``: the answers it had), on a thread (a call without one has no key)."""
+    found = []
+    for call in unanswered(messages):
+        tool = names.get(call.name)
+        pending = PendingCall(id=call.call_id, message_id=call.message_id, tool=tool or "", args={})
+        key = idempotency_key(thread, pending)
+        if call.call_id not in leftover and tool is not None and key is not None:
+            found.append((call.call_id, tool, key))
+    return found
+
+
+def held_ids(leftover: dict[str, RoundAnswer], records: dict[str, Answer | None]) -> list[str]:
+    """The confirmations of the stopped round's held answers, left over or recorded."""
+    kept = [answer.get("held") for answer in leftover.values()]
+    found = [a.confirmation_id for a in records.values() if isinstance(a, Held)]
+    return [cid for cid in kept + found if cid is not None]
+
+
+def recorded(
+    leftover: dict[str, RoundAnswer],
+    records: dict[str, Answer | None],
+    decided: dict[str, Confirmation | None],
+    limit: int,
+) -> dict[str, RoundAnswer]:
+    """The stopped round's answers as the model reads them, left over in the state or recorded
+    in the ledger: a held write held again, or given the outcome of its confirmation when it was
+    decided (or expired) since (``decided``: those confirmations, read again now)."""
+    found: dict[str, RoundAnswer] = {}
+    for call_id, answer in leftover.items():
+        confirmation_id = answer.get("held")
+        settled_now = confirmation_id is not None and _settled(confirmation_id, decided)
+        found[call_id] = answered(settled_now, limit) if settled_now else answer
+    for call_id, record in records.items():
+        if isinstance(record, Held):  # held again, or the outcome of its confirmation
+            found[call_id] = answered(_settled(record.confirmation_id, decided) or record, limit)
+        elif record is not None:
+            found[call_id] = answered(record, limit)
+    return found
+
+
+def _settled(confirmation_id: str, decided: dict[str, Confirmation | None]) -> Answer | None:
+    """The outcome of a confirmation decided (or gone) since, else None while it waits."""
+    confirmation = decided.get(confirmation_id)
+    if confirmation is not None and confirmation.outcome is None:
+        return None
+    return settled(confirmation_id, confirmation)
