@@ -1,6 +1,9 @@
 """Answers are typed values inside turnkit and the same JSON at its doors: each kind's JSON is
 what the executor always answered, a stored answer reads back as the value it was, and the
-public ``Executor.execute`` / ``confirm`` still return that JSON."""
+public ``Executor.execute`` / ``confirm`` still return that JSON.
+
+Reaches ``turnkit.executor.answers`` directly: the typed answers are the package's own values (its
+doors match on them); the public API gives their JSON."""
 
 from __future__ import annotations
 
