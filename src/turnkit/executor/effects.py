@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Concatenate, Literal, ParamSpec, TypeAlias, TypeVar
 
 from turnkit.ledger import Ledger
@@ -43,12 +43,15 @@ class OnLedger:
     the async path); built by ``on_ledger``."""
 
     method: str
+    """The ``Ledger`` method's name, taken from the method itself by ``on_ledger``."""
     args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] | None = None
+    """None when there are none (most effects: no dict made per call)."""
 
     def run(self, ledger: Ledger) -> Any:
-        """Perform the call on ``ledger``."""
-        return getattr(ledger, self.method)(*self.args, **self.kwargs)
+        """Perform the call on ``ledger`` (its class's method: ``MemoryLedger``'s overrides run)."""
+        method = getattr(ledger, self.method)
+        return method(*self.args, **self.kwargs) if self.kwargs else method(*self.args)
 
 
 def on_ledger(
@@ -56,7 +59,7 @@ def on_ledger(
 ) -> OnLedger:
     """The effect of calling ``method`` — a ``Ledger`` method, e.g. ``Ledger.charge`` — on the
     executor's ledger with these arguments (checked against its signature)."""
-    return OnLedger(method.__name__, args, kwargs)
+    return OnLedger(method.__name__, args, kwargs or None)
 
 
 @dataclass(frozen=True, slots=True)
