@@ -67,6 +67,10 @@ def test_the_demo_factory_builds_its_files_on_first_call_and_then_returns_the_sa
         studio.deployment.close()
 
 
+SCRIPTED = "turnkit.demo:scripted_demo_model"
+"""The demo's scripted model, named as a deployment takes it (offline)."""
+
+
 def _deployment(url: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> Deployment:
     monkeypatch.syspath_prepend(str(TESTS))
     return Deployment.from_env({"TURNKIT_DATABASE_URL": url, **APP, **env})
@@ -94,7 +98,11 @@ def test_a_deployment_from_the_environment_runs_its_modules_for_its_default_user
 
 
 def test_the_executor_and_graph_are_built_once_and_shared(tmp_path, monkeypatch):
-    deployment = _deployment(str(tmp_path / "l.sqlite"), monkeypatch, TURNKIT_MODEL="scripted")
+    deployment = _deployment(
+        str(tmp_path / "l.sqlite"),
+        monkeypatch,
+        TURNKIT_MODEL_FACTORY=SCRIPTED,
+    )
     try:
         executor = deployment.executor()
         assert asyncio.run(deployment.aexecutor()) is executor
@@ -104,7 +112,11 @@ def test_the_executor_and_graph_are_built_once_and_shared(tmp_path, monkeypatch)
 
 
 def test_a_run_of_a_deployment_without_sign_in_or_default_user_fails_clearly(tmp_path, monkeypatch):
-    deployment = _deployment(str(tmp_path / "l.sqlite"), monkeypatch, TURNKIT_MODEL="scripted")
+    deployment = _deployment(
+        str(tmp_path / "l.sqlite"),
+        monkeypatch,
+        TURNKIT_MODEL_FACTORY=SCRIPTED,
+    )
     try:
         with pytest.raises(Exception, match="sign the request in"):
             deployment.graph().invoke({"messages": [HumanMessage("hi")]})
@@ -126,6 +138,16 @@ def test_a_run_of_a_deployment_without_sign_in_or_default_user_fails_clearly(tmp
         ({"TURNKIT_DATABASE_URL": "mysql://h/db"}, "unsupported storage URL"),
         ({"TURNKIT_MODULES": "myapp.shop"}, "TURNKIT_MODULES: 'myapp.shop' is not 'package"),
         ({"TURNKIT_PERMISSIONS": "rights"}, "TURNKIT_PERMISSIONS: 'rights' is not 'package"),
+        ({"TURNKIT_MODEL_FACTORY": "models"}, "TURNKIT_MODEL_FACTORY: 'models' is not 'package"),
+        (
+            {"TURNKIT_MODEL": "gpt-4o", "TURNKIT_MODEL_FACTORY": "myapp.models:chat"},
+            "set TURNKIT_MODEL or TURNKIT_MODEL_FACTORY, not both",
+        ),
+        (  # the deployment does not know the demo: its model is named by reference
+            {"TURNKIT_MODEL": "scripted"},
+            "for the demo's scripted model set"
+            " TURNKIT_MODEL_FACTORY=turnkit.demo:scripted_demo_model instead",
+        ),
     ],
 )
 def test_a_malformed_variable_is_refused_when_read(env, says):
@@ -149,6 +171,17 @@ def test_a_reference_that_cannot_be_loaded_is_refused_when_built_and_opens_no_le
     with pytest.raises(ConfigError, match=says):
         asyncio.run(deployment.agraph())
     assert not (tmp_path / "l.sqlite").exists()
+
+
+def test_a_model_factory_that_fails_is_told_by_its_variable(tmp_path, monkeypatch):
+    deployment = _deployment(
+        str(tmp_path / "l.sqlite"), monkeypatch, TURNKIT_MODEL_FACTORY="_deploy_app:broken"
+    )
+    try:
+        with pytest.raises(ConfigError, match=r"TURNKIT_MODEL_FACTORY: '_deploy_app:broken' fail"):
+            deployment.graph()
+    finally:
+        deployment.close()
 
 
 def test_a_ledger_that_cannot_be_opened_is_told_by_its_variable(tmp_path, monkeypatch):
@@ -180,7 +213,11 @@ def test_the_env_module_stops_a_server_with_a_bad_environment_at_import(tmp_path
 def test_the_app_serves_the_deployments_executor_once_started_and_nothing_else(
     tmp_path, monkeypatch
 ):
-    deployment = _deployment(str(tmp_path / "l.sqlite"), monkeypatch, TURNKIT_MODEL="scripted")
+    deployment = _deployment(
+        str(tmp_path / "l.sqlite"),
+        monkeypatch,
+        TURNKIT_MODEL_FACTORY=SCRIPTED,
+    )
     prepared: list[Any] = []
     app = deployment.app(prepare=prepared.append)
     assert TestClient(app).get("/healthz").status_code == 404  # not started: nothing served
@@ -196,9 +233,13 @@ def test_the_app_serves_the_deployments_executor_once_started_and_nothing_else(
 
 
 def test_the_apps_mcp_answers_the_hosts_and_origins_the_environment_names(tmp_path, monkeypatch):
-    deployment = _deployment(str(tmp_path / "l.sqlite"), monkeypatch, TURNKIT_MODEL="scripted",
-                             TURNKIT_MCP_ALLOWED_HOSTS="tools.example.com, api.example.com",
-                             TURNKIT_MCP_ALLOWED_ORIGINS="https://app.example.com")  # fmt: skip
+    deployment = _deployment(
+        str(tmp_path / "l.sqlite"),
+        monkeypatch,
+        TURNKIT_MODEL_FACTORY=SCRIPTED,
+        TURNKIT_MCP_ALLOWED_HOSTS="tools.example.com, api.example.com",
+        TURNKIT_MCP_ALLOWED_ORIGINS="https://app.example.com",
+    )
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     mcp = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
     answered = {

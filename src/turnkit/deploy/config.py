@@ -7,9 +7,11 @@
 - ``TURNKIT_PERMISSIONS``: the permission provider, ``package.module:provider`` (a function
   ``(caller) -> permissions``, sync or async; a class is instantiated); without it nobody holds
   any permission.
-- ``TURNKIT_MODEL``: the chat model, as ``turnkit chat --model`` takes it: a name on OpenAI or on
-  ``OPENAI_BASE_URL``'s server (default ``gpt-4o-mini``), a ``provider:model``, or ``scripted``
-  (the offline demo model).
+- ``TURNKIT_MODEL``: the chat model: a name on OpenAI or on ``OPENAI_BASE_URL``'s server (default
+  ``gpt-4o-mini``), or a ``provider:model``.
+- ``TURNKIT_MODEL_FACTORY``: instead, a ``package.module:function`` called with no arguments
+  that returns the chat model (any LangChain chat model with ``bind_tools``); for the offline
+  demo model, ``turnkit.demo:scripted_demo_model``.
 - ``TURNKIT_DEFAULT_USER``: the session user of runs no one signed in; without it such a run
   fails, saying how to sign in.
 - ``TURNKIT_MCP_ALLOWED_HOSTS``, ``TURNKIT_MCP_ALLOWED_ORIGINS``: the ``Host`` names and browser
@@ -46,10 +48,8 @@ __all__ = [
 DEFAULT_MODEL = "gpt-4o-mini"
 """The model asked of OpenAI or ``OPENAI_BASE_URL``'s server when ``TURNKIT_MODEL`` is not set."""
 SCRIPTED = "scripted"
-"""``TURNKIT_MODEL=scripted``: the demo's scripted model (offline; for trying a deployment)."""
-_SCRIPTED_MODEL = "turnkit.demo:scripted_demo_model"
-"""Where ``SCRIPTED`` comes from, named as ``langgraph.json`` names a graph rather than imported:
-the demo is built on this package (its Studio graph is a ``Deployment``), not under it."""
+"""What ``turnkit chat --model`` calls the demo's scripted model: not a name a deployment takes
+(the demo is built on this package, not under it: ``TURNKIT_MODEL_FACTORY`` names it)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,6 +69,9 @@ class DeployConfig:
     """The permission provider's reference (``TURNKIT_PERMISSIONS``), or None: no one holds any."""
     model: str = DEFAULT_MODEL
     """The chat model's name (``TURNKIT_MODEL``)."""
+    model_factory: str | None = None
+    """The reference of a function that makes the chat model (``TURNKIT_MODEL_FACTORY``), or None:
+    ``model`` names it."""
     default_user: str | None = None
     """The session user of runs no one signed in (``TURNKIT_DEFAULT_USER``), or None."""
     mcp_allowed_hosts: tuple[str, ...] = ()
@@ -99,11 +102,25 @@ class DeployConfig:
         if permissions is not None:
             _check_form("TURNKIT_PERMISSIONS", permissions)
         default_user = (env.get("TURNKIT_DEFAULT_USER") or "").strip() or None
+        model = (env.get("TURNKIT_MODEL") or "").strip() or DEFAULT_MODEL
+        factory = (env.get("TURNKIT_MODEL_FACTORY") or "").strip() or None
+        if factory is not None:
+            _check_form("TURNKIT_MODEL_FACTORY", factory)
+            if env.get("TURNKIT_MODEL", "").strip():
+                raise ConfigError(
+                    "set TURNKIT_MODEL or TURNKIT_MODEL_FACTORY, not both: one names the model"
+                )
+        elif model == SCRIPTED:
+            raise ConfigError(
+                "TURNKIT_MODEL names a chat model; for the demo's scripted model set"
+                " TURNKIT_MODEL_FACTORY=turnkit.demo:scripted_demo_model instead"
+            )
         return cls(
             database_url=url,
             modules=modules,
             permissions=permissions,
-            model=(env.get("TURNKIT_MODEL") or "").strip() or DEFAULT_MODEL,
+            model=model,
+            model_factory=factory,
             default_user=default_user,
             mcp_allowed_hosts=_listed(env, "TURNKIT_MCP_ALLOWED_HOSTS"),
             mcp_allowed_origins=_listed(env, "TURNKIT_MCP_ALLOWED_ORIGINS"),
@@ -177,15 +194,18 @@ def _made(variable: str, reference: str, make: Any) -> Any:
         raise ConfigError(f"{variable}: {reference!r} failed when called ({reason})") from None
 
 
-def load_model(name: str) -> Any:
-    """The chat model ``TURNKIT_MODEL`` names (see the module docstring).
+def load_model(name: str, factory: str | None = None) -> Any:
+    """The chat model ``TURNKIT_MODEL_FACTORY``'s function makes, else the one ``TURNKIT_MODEL``
+    names (see the module docstring).
 
     Raises:
-        ModelError: the model cannot be built: no ``OPENAI_API_KEY`` and no ``OPENAI_BASE_URL``
-            for an OpenAI name, an unknown provider, ...
+        ConfigError: the factory cannot be loaded, or it fails.
+        ModelError: the named model cannot be built: no ``OPENAI_API_KEY`` and no
+            ``OPENAI_BASE_URL`` for an OpenAI name, an unknown provider, ...
     """
-    if name == SCRIPTED:
-        return resolve(_SCRIPTED_MODEL)()
+    if factory is not None:
+        make = _resolved("TURNKIT_MODEL_FACTORY", factory)
+        return _made("TURNKIT_MODEL_FACTORY", factory, make)
     from turnkit.agent.models import resolve_model  # langchain-openai costs ~2 s: only now
 
     return resolve_model(name if ":" in name else f"openai:{name}")

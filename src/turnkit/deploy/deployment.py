@@ -94,7 +94,7 @@ class Deployment:
         user = config.default_user
         return cls(
             executor,
-            lambda: load_model(config.model),
+            lambda: load_model(config.model, config.model_factory),
             default_caller=None if user is None else Caller.session(user),
             mcp_allowed_hosts=config.mcp_allowed_hosts,
             mcp_allowed_origins=config.mcp_allowed_origins,
