@@ -69,7 +69,7 @@ WEATHER_SCHEMA = {
 
 
 class WeatherTool:
-    """The seed's ``MyApp.WeatherTool``: name, description, parameters_schema, execute."""
+    """A tool object: name, description, parameters_schema, execute."""
 
     name = "get_weather"
     description = "Get current weather conditions for a city"

@@ -259,7 +259,7 @@ def test_other_durabilities_save_the_same_history_as_langgraphs_saver(storage, s
 
 
 def test_a_stream_closed_early_leaves_a_thread_that_goes_on(storage, shop):
-    """The consumer stops reading after the first step: what the run held back is saved when
+    """The consumer stops reading after the first step: what the run deferred is saved when
     its stream is closed, and the next run goes on from there, as on LangGraph's saver."""
     for chosen, thread in ((storage.checkpointer, "ours"), (langgraph_saver(storage), "theirs")):
         graph = turn_graph(storage, shop, chosen, [LIST, "Here they are."])

@@ -124,7 +124,7 @@ def test_the_state_that_asked_for_a_tool_call_is_saved_before_the_call_runs(ledg
 
 
 def test_an_async_run_saves_the_state_that_asked_before_the_call_runs():
-    """``open_async_storage``'s PostgreSQL saver holds back too (``abatched``)."""
+    """``open_async_storage``'s PostgreSQL saver defers too (``abatched``)."""
     url = postgres_url()
     seen: list[list[Any]] = []
 
@@ -205,7 +205,7 @@ class Failing:
 
 
 @pytest.fixture
-def held_saver(tmp_path) -> Iterator[tuple[FencedSaver, Failing, dict[str, Any]]]:
+def deferring_saver(tmp_path) -> Iterator[tuple[FencedSaver, Failing, dict[str, Any]]]:
     """A ``FencedSaver`` on ``Failing`` and the config of a turn graph's run holding a lease,
     whose first step is saved (a run's first step is saved at once, with its input)."""
     from turnkit.ledger.leases import LocalLeases
@@ -226,8 +226,8 @@ def held_saver(tmp_path) -> Iterator[tuple[FencedSaver, Failing, dict[str, Any]]
     leases.release(lease)
 
 
-def test_a_save_that_fails_stays_held_in_order_for_the_next_flush(held_saver):
-    saver, inner, config = held_saver
+def test_a_save_that_fails_stays_deferred_in_order_for_the_next_flush(deferring_saver):
+    saver, inner, config = deferring_saver
     inner.fail = True
     saver.put(config, {"id": "c1"}, STEP, {})  # type: ignore[typeddict-item]
     saver.put_writes(config, [("calls", [])], "task-1")
@@ -240,8 +240,8 @@ def test_a_save_that_fails_stays_held_in_order_for_the_next_flush(held_saver):
     assert inner.calls == [("put", "c1"), ("writes", "task-1"), ("put", "c2"), ("put", "c3")]
 
 
-def test_a_run_that_does_not_act_is_saved_every_hold_limit_saves(held_saver):
-    saver, inner, config = held_saver
+def test_a_run_that_does_not_act_is_saved_every_defer_limit_saves(deferring_saver):
+    saver, inner, config = deferring_saver
     for n in range(DEFER_LIMIT - 1):
         saver.put(config, {"id": f"c{n}"}, STEP, {})  # type: ignore[typeddict-item]
     assert inner.calls == []
@@ -311,8 +311,8 @@ def _lease_check(monkeypatch: Any, config: dict[str, Any], *answers: Any) -> Non
     monkeypatch.setattr(leases, "recheck", recheck)
 
 
-def test_a_flush_whose_lease_check_fails_keeps_its_saves(held_saver, monkeypatch):
-    saver, inner, config = held_saver
+def test_a_flush_whose_lease_check_fails_keeps_its_saves(deferring_saver, monkeypatch):
+    saver, inner, config = deferring_saver
     saver.put(config, {"id": "c1"}, STEP, {})  # type: ignore[typeddict-item]
     _lease_check(monkeypatch, config, OSError("database unreachable"), True)
     with pytest.raises(OSError, match="unreachable"):
@@ -321,11 +321,11 @@ def test_a_flush_whose_lease_check_fails_keeps_its_saves(held_saver, monkeypatch
     assert inner.calls == [("put", "c1")]
 
 
-def test_a_flush_of_a_run_that_lost_its_lease_drops_its_saves(held_saver, monkeypatch):
-    """The thread is another run's now: what this one held back is never written."""
+def test_a_flush_of_a_run_that_lost_its_lease_drops_its_saves(deferring_saver, monkeypatch):
+    """The thread is another run's now: what this one deferred is never written."""
     from turnkit import LeaseLost
 
-    saver, inner, config = held_saver
+    saver, inner, config = deferring_saver
     saver.put(config, {"id": "c1"}, STEP, {})  # type: ignore[typeddict-item]
     _lease_check(monkeypatch, config, False)
     with pytest.raises(LeaseLost):

@@ -1,4 +1,4 @@
-"""One round for the model (docs/architecture.md §5): for_model, arguments, fit, held, held_result.
+"""One round for the model (docs/architecture.md §5): for_model, arguments, fit, held_result.
 
 Reaches ``turnkit.turn.tools`` directly: it tests one round's own functions, which no public name
 exposes."""
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnkit import Tool
-from turnkit.turn.tools import FIT_MINIMUM, arguments, fit, for_model, held, held_result
+from turnkit.turn.tools import FIT_MINIMUM, arguments, fit, for_model, held_result
 
 
 def _compact(value) -> str:
@@ -152,14 +152,6 @@ def test_arguments_strip_control_fields():
 @pytest.mark.parametrize("bad", [[1], "[1]", "not json", 3, None, '"text"', b"\xff"])
 def test_anything_but_a_json_object_is_an_error(bad):
     assert arguments(bad) is None
-
-
-def test_held_finds_the_confirmation_of_a_held_answer_only():
-    answer = {"executed": False, "status": "confirmation_required", "confirmation_id": "c1"}
-    assert held(answer) == "c1"
-    assert held({"executed": True, "status": "ok", "result": {}}) is None
-    assert held({**answer, "executed": True}) is None
-    assert held("c1") is None
 
 
 def test_held_result_carries_no_token_preview_or_arguments():

@@ -276,7 +276,7 @@ def test_a_server_attached_checkpointer_is_fenced(tmp_path, shop, rights):
 
 def test_an_in_process_saver_writes_straight_through(shop, rights, monkeypatch):
     """``InMemorySaver``: its threads' leases live in this process's memory and end only with
-    their runs, so its writes are neither fenced nor held back (the lease is still taken: a
+    their runs, so its writes are neither fenced nor deferred (the lease is still taken: a
     second run of a busy thread is refused, see above)."""
     from turnkit import Executor, Registry
     from turnkit.threads import fenced as fenced_module

@@ -1,4 +1,5 @@
-"""The private parts of LangGraph and LangChain that turnkit uses, imported in one place.
+"""What turnkit takes from LangGraph and LangChain beyond their plain public API, in one place:
+their private parts, and the checkpoint serializer check the LangGraph-free ``turn/`` is handed.
 
 Each is a deliberate choice (the reason is beside it), and ``tests/test_compat.py`` imports every
 one of them, so an upgrade that moves or removes one fails there, loudly, by name.
@@ -11,12 +12,12 @@ from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-__all__ = ["CONFIG_KEY_DURABILITY", "RunnableCallable", "StreamingHandler", "unstorable"]
+__all__ = ["CONFIG_KEY_DURABILITY", "RunnableCallable", "StreamingHandler", "checkpoint_problem"]
 
 _SERDE = JsonPlusSerializer()
 
 
-def unstorable(value: object) -> str | None:
+def checkpoint_problem(value: object) -> str | None:
     """Why LangGraph's checkpoint serializer cannot store ``value`` (an object that is not plain
     JSON data), or None when it can. ``turnkit.turn`` imports no LangGraph, so the node and the
     middleware hand this to ``model_reply.checked_reply``."""

@@ -1,12 +1,13 @@
 """The developer API (docs/architecture.md §7): ``Agent``, ``chat``, ``AgentPool``; local tools,
 LangChain adapters, structured output and chat models, each in the module its name says.
 
-``_agent`` holds ``Agent``, ``chat.py`` and ``pool.py`` the other two; ``_portal`` the event
-loop every Agent runs its turns on; ``streaming`` what ``Agent.stream`` / ``astream`` return.
+``_agent`` holds ``Agent``, ``one_turn.py`` ``chat`` and ``pool.py`` ``AgentPool``; ``_portal``
+the event loop every Agent runs its turns on; ``streaming`` what ``Agent.stream`` / ``astream``
+return.
 """
 
 from turnkit.agent._agent import AGENT_CALLER, Agent
-from turnkit.agent.chat import chat
+from turnkit.agent.one_turn import chat
 from turnkit.agent.pool import AgentPool
 from turnkit.agent.streaming import AsyncTurnStream, TurnStream
 

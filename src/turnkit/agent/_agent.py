@@ -1,4 +1,4 @@
-"""``Agent``: a stateful session of turns (``chat.py`` is the one-call ``chat``, ``pool.py``
+"""``Agent``: a stateful session of turns (``one_turn.py`` is the one-call ``chat``, ``pool.py``
 named agents; docs/architecture.md §7).
 
 An Agent owns a conversation thread: its history lives in the checkpointer under ``thread_id``, so

@@ -113,10 +113,10 @@ def local_tool(item: object) -> Tool:
         return item
     if _is_langchain_tool(item):
         return _from_langchain(item)
-    if isinstance(item, type) and _is_phoenix(item):
+    if isinstance(item, type) and _is_tool_object(item):
         item = item()
-    if _is_phoenix(item):
-        return _from_phoenix(item)
+    if _is_tool_object(item):
+        return _from_tool_object(item)
     if inspect.isfunction(item) or inspect.ismethod(item):
         return tool(item)
     raise ToolDeclarationError(
@@ -217,7 +217,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _is_phoenix(item: object) -> bool:
+def _is_tool_object(item: object) -> bool:
     return all(hasattr(item, attr) for attr in ("name", "parameters_schema", "execute"))
 
 
@@ -226,19 +226,19 @@ def _attr(item: object, attr: str) -> Any:
     return value() if callable(value) else value
 
 
-def _from_phoenix(item: object) -> Tool:
-    execute = item.execute  # type: ignore[attr-defined]  # checked by _is_phoenix
+def _from_tool_object(item: object) -> Tool:
+    execute = item.execute  # type: ignore[attr-defined]  # checked by _is_tool_object
 
     if inspect.iscoroutinefunction(execute):
 
         async def run_async(input: dict[str, Any], ctx: Any) -> Any:
-            return _phoenix_result(await execute(input, _opts(ctx)))
+            return _tool_object_result(await execute(input, _opts(ctx)))
 
         handler: Callable[..., Any] = run_async
     else:
 
         def handler(input: dict[str, Any], ctx: Any) -> Any:
-            return _phoenix_result(execute(input, _opts(ctx)))
+            return _tool_object_result(execute(input, _opts(ctx)))
 
     return _build(
         name=str(_attr(item, "name")),
@@ -256,7 +256,7 @@ def _opts(ctx: Any) -> dict[str, Any]:
     return {"caller": caller, "call_id": getattr(ctx, "call_id", None)}
 
 
-def _phoenix_result(value: Any) -> Any:
+def _tool_object_result(value: Any) -> Any:
     """``("ok", x)`` is x; ``("error", reason)`` is a ``ToolError``; anything else is the result."""
     if isinstance(value, tuple) and len(value) == 2 and value[0] in ("ok", "error"):
         if value[0] == "error":

@@ -15,6 +15,7 @@ concurrent turns, ~14,000 more objects for the garbage collector to walk).
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -59,7 +60,23 @@ def on_ledger(
 ) -> OnLedger:
     """The effect of calling ``method`` — a ``Ledger`` method, e.g. ``Ledger.charge`` — on the
     executor's ledger with these arguments (checked against its signature)."""
+    if method not in _LEDGER_METHODS:
+        _check(method)
     return OnLedger(method.__name__, args, kwargs or None)
+
+
+_LEDGER_METHODS: set[Callable[..., Any]] = set()
+"""The methods ``on_ledger`` was given and found to be sync ``Ledger`` methods (checked once)."""
+
+
+def _check(method: Callable[..., Any]) -> None:
+    """Refuse what the driver could not call by its name on a ledger: a function that is not the
+    ``Ledger`` method of its name, or an async twin (its coroutine would never be awaited)."""
+    if getattr(Ledger, method.__name__, None) is not method:
+        raise TypeError(f"on_ledger takes a Ledger method (Ledger.charge, ...), not {method!r}")
+    if inspect.iscoroutinefunction(method):
+        raise TypeError(f"on_ledger takes a sync Ledger method; {method.__name__} is async")
+    _LEDGER_METHODS.add(method)
 
 
 @dataclass(frozen=True, slots=True)

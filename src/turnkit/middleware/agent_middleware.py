@@ -34,7 +34,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from turnkit._compat import unstorable
+from turnkit._compat import checkpoint_problem
 from turnkit.executor.executor import Executor
 from turnkit.middleware import holds
 from turnkit.middleware.tool_calls import Run, finish, placeholders, prepare
@@ -100,10 +100,10 @@ class TurnkitMiddleware(AgentMiddleware):
 
     def _checked(self, request: ModelRequest, response: Any) -> Any:
         if isinstance(response, AIMessage):
-            return checked_reply(response, request.messages, unstorable=unstorable)
+            return checked_reply(response, request.messages, checkpoint_problem=checkpoint_problem)
         if isinstance(response, ModelResponse):
             response.result = [
-                checked_reply(m, request.messages, unstorable=unstorable)
+                checked_reply(m, request.messages, checkpoint_problem=checkpoint_problem)
                 if isinstance(m, AIMessage)
                 else m
                 for m in response.result

@@ -6,7 +6,7 @@ and the reconciling part of its ``list_tools``: a held call's tool message (mark
 message id) by the outcome; when the latest round held a write, every call still pending is asked
 in one ``interrupt()`` whose payload is the turn graph's (versioned fields and LangChain's
 ``HITLRequest``), resumed with ``{confirmation_id: decision}`` or an ``HITLResponse``. Each decision
-goes to ``Executor.confirm`` as the run's caller. A decision the executor could not apply (an edit
+goes to ``Executor.decide`` as the run's caller. A decision the executor could not apply (an edit
 that breaks the schema, a rate limit) or an id left out is asked about again at once, in a new
 interrupt of the same hook, with the reason.
 

@@ -39,7 +39,7 @@ HELD_KEY = "turnkit_held"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Run:
-    """A valid call, ready for ``Executor.execute`` (or ``aexecute``)."""
+    """A valid call, ready for ``Executor.call`` (or ``acall``)."""
 
     caller: Caller
     allow: Allow

@@ -3,7 +3,7 @@
 Decisions already taken elsewhere (the CLI, another process) are honoured without asking, and a
 confirmation whose time ran out is closed as expired, never offered for a decision. The rest are
 listed in one ``interrupt()`` (see ``turn/decisions.py`` for the payload and the resume value).
-Each decision goes to ``Executor.confirm`` as the turn's caller; its outcome replaces the held tool
+Each decision goes to ``Executor.decide`` as the turn's caller; its outcome replaces the held tool
 message (same message id). A call without a decision stays held and is asked again; a decision the
 executor refused (an invalid edit, a rate limit) is asked again with the reason.
 

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, message_chunk_to_
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from turnkit._compat import StreamingHandler, unstorable
+from turnkit._compat import StreamingHandler, checkpoint_problem
 from turnkit.nodes.state import TurnState
 from turnkit.turn.bound import Bound
 from turnkit.turn.messages import ROUND_LIMIT
@@ -92,7 +92,9 @@ def _reply(
     if isinstance(message, AIMessageChunk):  # a model that answers with a chunk: its calls were
         chunks = chunks or list(message.tool_call_chunks)  # merged leniently, like a stream's
         message = message_chunk_to_message(message)
-    checked = checked_reply(message, state["messages"], chunks, unstorable=unstorable)
+    checked = checked_reply(
+        message, state["messages"], chunks, checkpoint_problem=checkpoint_problem
+    )
     return {"messages": [checked], "round": rounds + 1}
 
 

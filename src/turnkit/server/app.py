@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
-from turnkit.server.auth import Ran
+from turnkit.server.auth import ExecutorDep
 from turnkit.server.headers import SecurityHeaders
 from turnkit.server.ui.session import IDLE_SECONDS, SignIn
 
@@ -122,7 +122,7 @@ def create_app(
     return app
 
 
-async def healthz(executor: Ran) -> dict[str, str]:
+async def healthz(executor: ExecutorDep) -> dict[str, str]:
     """``{"status": "ok"}`` when the ledger's database answers (a 500 problem otherwise)."""
     await executor.ledger.asettings()
     return {"status": "ok"}

@@ -31,7 +31,7 @@ from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, Cursor, Readable
 from turnkit.registry.caller import apermissions_now
 from turnkit.server import problems
-from turnkit.server.auth import Key, Ran
+from turnkit.server.auth import ExecutorDep, Key
 from turnkit.server.views import Missing, confirmation_view
 
 __all__ = ["router"]
@@ -64,7 +64,7 @@ async def list_confirmations(
     request: Request,
     response: Response,
     key: Key,
-    executor: Ran,
+    executor: ExecutorDep,
     status: Annotated[Status, Query(description="Which ones; 'all' for every status.")] = "pending",
     tool: Annotated[str | None, Query(max_length=200, description="Only this tool's.")] = None,
     thread: Annotated[
@@ -117,7 +117,7 @@ async def list_confirmations(
 
 @router.get("/{confirmation_id}")
 async def get_confirmation(
-    confirmation_id: str, request: Request, key: Key, executor: Ran
+    confirmation_id: str, request: Request, key: Key, executor: ExecutorDep
 ) -> dict[str, Any]:
     """One confirmation as it stands now: one this key was held for, or may decide."""
     held = await _found(executor, confirmation_id)
@@ -126,7 +126,9 @@ async def get_confirmation(
 
 
 @router.post("/{confirmation_id}/approve")
-async def approve(confirmation_id: str, request: Request, key: Key, executor: Ran) -> Response:
+async def approve(
+    confirmation_id: str, request: Request, key: Key, executor: ExecutorDep
+) -> Response:
     """Run the held call as it is."""
     return await _decide(confirmation_id, {"action": "approve"}, request, key, executor)
 
@@ -136,7 +138,7 @@ async def reject(
     confirmation_id: str,
     request: Request,
     key: Key,
-    executor: Ran,
+    executor: ExecutorDep,
     body: Rejection | None = None,
 ) -> Response:
     """Run nothing; the optional ``message`` says why."""
@@ -146,7 +148,7 @@ async def reject(
 
 @router.post("/{confirmation_id}/edit")
 async def edit(
-    confirmation_id: str, body: Edit, request: Request, key: Key, executor: Ran
+    confirmation_id: str, body: Edit, request: Request, key: Key, executor: ExecutorDep
 ) -> Response:
     """Run the same tool with new ``arguments`` (refused, and nothing applied, when invalid)."""
     decision = {"action": "edit", "arguments": body.arguments}
@@ -154,7 +156,11 @@ async def edit(
 
 
 async def _decide(
-    confirmation_id: str, decision: dict[str, Any], request: Request, key: ApiKey, executor: Ran
+    confirmation_id: str,
+    decision: dict[str, Any],
+    request: Request,
+    key: ApiKey,
+    executor: ExecutorDep,
 ) -> Response:
     before = await _found(executor, confirmation_id)
     refused = _refusal(key, before, await apermissions_now(executor.permissions, key.caller))

@@ -19,7 +19,7 @@ from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.server.bearer import NO_KEY, challenge, usable_key
 
-__all__ = ["Key", "Ran", "api_key", "executor_of"]
+__all__ = ["ExecutorDep", "Key", "api_key", "executor_of"]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -60,5 +60,5 @@ def _refused(detail: str, challenged: str) -> HTTPException:
 Key = Annotated[ApiKey, Depends(api_key)]
 """A route parameter: the request's usable API key."""
 
-Ran = Annotated[Executor, Depends(executor_of)]
+ExecutorDep = Annotated[Executor, Depends(executor_of)]
 """A route parameter: the executor every call runs through."""

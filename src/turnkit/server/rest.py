@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.executor.answers import Answer, Held, Refused
 from turnkit.server import approvals, problems, views
-from turnkit.server.auth import Key, Ran
+from turnkit.server.auth import ExecutorDep, Key
 
 __all__ = ["router"]
 
@@ -46,7 +46,7 @@ _INVOKE_DOC = {
 
 
 @router.get("/tools", tags=["tools"])
-async def list_tools(key: Key, executor: Ran) -> list[views.ToolView]:
+async def list_tools(key: Key, executor: ExecutorDep) -> list[views.ToolView]:
     """The tools this key may use now, with their input schemas (without control fields)."""
     settings = await executor.asettings_now()
     tools = await executor.avisible_for(key.caller, key.allowed, settings=settings)
@@ -54,7 +54,7 @@ async def list_tools(key: Key, executor: Ran) -> list[views.ToolView]:
 
 
 @router.get("/tools/{name}", tags=["tools"])
-async def get_tool(name: str, key: Key, executor: Ran) -> views.ToolView:
+async def get_tool(name: str, key: Key, executor: ExecutorDep) -> views.ToolView:
     """One tool this key may use now (404 when there is none, or the key may not use it)."""
     settings = await executor.asettings_now()
     for tool in await executor.avisible_for(key.caller, key.allowed, settings=settings):
@@ -73,7 +73,7 @@ async def invoke(
     name: str,
     request: Request,
     key: Key,
-    executor: Ran,
+    executor: ExecutorDep,
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Call a tool: 200 with the answer, 202 when a person must confirm, else a problem.
@@ -132,7 +132,7 @@ async def _invoke_body(request: Request) -> tuple[dict[str, Any], tuple[int, str
     return body, None
 
 
-async def _answered(request: Request, executor: Ran, answer: Answer) -> Response:
+async def _answered(request: Request, executor: ExecutorDep, answer: Answer) -> Response:
     """An executor answer as an HTTP response."""
     replayed = {"Idempotent-Replayed": "true"} if answer.replayed else {}
     match answer:

@@ -121,7 +121,7 @@ def checked_reply(
     history: Sequence[BaseMessage],
     streamed: list[ToolCallChunk] | None = None,
     *,
-    unstorable: Callable[[object], str | None],
+    checkpoint_problem: Callable[[object], str | None],
 ) -> AIMessage:
     """``message`` as it may be stored and answered (see the module's doc); unchanged when fine.
 
@@ -132,8 +132,9 @@ def checked_reply(
         message: the model's reply.
         history: the thread's messages before it (for its id).
         streamed: the reply's merged tool-call chunks when it was streamed.
-        unstorable: why the checkpointer could not store a value that is not plain JSON data,
-            or None (``turnkit._compat.unstorable``: this package does not import LangGraph).
+        checkpoint_problem: why the checkpointer could not store a value that is not plain JSON
+            data, or None (``turnkit._compat.checkpoint_problem``: this package imports no
+            LangGraph).
     """
     update: dict[str, Any] = {}
     if not message.id or any(earlier.id == message.id for earlier in history):
@@ -144,7 +145,7 @@ def checked_reply(
     unique = _unique_ids(refused or entries, message_id)
     if streamed is not None or refused is not None or unique is not None:
         update.update(_split(unique or refused or entries))
-    update.update(_unstorable_parts(message, unstorable))
+    update.update(_unstorable_parts(message, checkpoint_problem))
     return message.model_copy(update=update) if update else message
 
 
@@ -295,7 +296,7 @@ def _renamed(cid: str, taken: set[str]) -> str:
 
 
 def _unstorable_parts(
-    message: AIMessage, unstorable: Callable[[object], str | None]
+    message: AIMessage, checkpoint_problem: Callable[[object], str | None]
 ) -> dict[str, Any]:
     """Replacements for the parts of ``message`` that a checkpointer could not store: the
     content becomes its plain text, metadata is dropped."""
@@ -310,7 +311,7 @@ def _unstorable_parts(
         value = getattr(message, field)
         if isinstance(value, str) or not value:
             continue
-        problem = json_problem(value, max_depth=_PART_DEPTH, other=unstorable)
+        problem = json_problem(value, max_depth=_PART_DEPTH, other=checkpoint_problem)
         if problem is None:
             continue
         log.warning("the model's reply had %s that cannot be stored (%s): dropped", field, problem)

@@ -6,7 +6,7 @@ Pure functions, no LangGraph: the graph nodes call them.
 - ``for_model(tools)``: OpenAI function tools and the map from model name back to the tool.
 - ``arguments(args)``: the JSON object the model sent, without control fields, or None.
 - ``fit(result, limit)``: the result itself, or a truncated form whose own JSON fits ``limit``.
-- ``held(answer)`` / ``held_result(id)``: a held write's confirmation id, and what the model sees.
+- ``held_result(id)``: what the model sees of a held write (a typed ``Held`` answer says the rest).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.tool import Tool
 
-__all__ = ["FIT_MINIMUM", "arguments", "fit", "fit_text", "for_model", "held", "held_result"]
+__all__ = ["FIT_MINIMUM", "arguments", "fit", "fit_text", "for_model", "held_result"]
 
 FIT_MINIMUM = 100
 """The smallest limit ``fit`` accepts: below it not even the truncation notice fits."""
@@ -169,18 +169,6 @@ def _longest_prefix(text: str, budget: int) -> str:
         else:
             high = mid - 1
     return text[:low]
-
-
-def held(answer: object) -> str | None:
-    """The id of the confirmation a held write's answer waits for, else None."""
-    if (
-        isinstance(answer, dict)
-        and answer.get("status") == "confirmation_required"
-        and answer.get("executed") is False
-        and isinstance(answer.get("confirmation_id"), str)
-    ):
-        return answer["confirmation_id"]
-    return None
 
 
 def held_result(confirmation_id: str) -> dict[str, str]:
