@@ -3,7 +3,9 @@ docs/architecture.md).
 
 Inside the package an answer is one of five frozen values, matched on by type; it becomes JSON
 (``to_json``) only where it leaves: ``Executor.execute`` and ``confirm``, the ledger, a tool
-message, REST, MCP. ``answer_from_json`` reads back what the ledger stored.
+message, REST, MCP. ``answer_from_json`` reads back what the ledger stored. Each kind's own
+fields are positional, in the order its JSON writes them (``Refused(code, message, details)``);
+the marks every kind may carry are keyword-only.
 
 - ``Ran``: ``{"executed": true, "status": "ok", "result": ...}``.
 - ``Held``: ``{"executed": false, "status": "confirmation_required", "confirmation_id",
