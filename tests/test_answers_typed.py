@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from _shop import prices
+from turnkit import Caller, Confirmation
 from turnkit.executor.answers import (
     Answer,
     DryRun,
@@ -21,7 +22,10 @@ from turnkit.executor.answers import (
     Ran,
     Refused,
     Rejected,
+    Unreadable,
     answer_from_json,
+    shown_outcome,
+    stored_outcome,
 )
 
 AT = "2027-01-15T08:00:00Z"
@@ -197,3 +201,26 @@ async def test_aconfirm_still_answers_json_and_adecide_the_typed_value(executor,
     late = await executor.adecide(held["confirmation_id"], key, "approve")
     assert late == Rejected(already_decided=True)
     assert shop.writes() == []
+
+
+def _closed(outcome: dict[str, Any]) -> Confirmation:
+    now = 1_700_000_000.0
+    return Confirmation(
+        id="c1", caller=Caller.session("demo"), tool="shop.set_prices", input={},
+        input_hash="h", idempotency_key=None, status="done", created_at=now,
+        expires_at=now + 60, outcome=outcome,
+    )  # fmt: skip
+
+
+def test_what_a_person_reads_shows_an_unreadable_outcome_instead_of_failing():
+    from turnkit.server.ui.pages import outcome_of  # internal: the inbox's words for it
+
+    row = _closed({"status": "ok"})  # no turnkit wrote this: edited by hand
+    with pytest.raises(ValueError, match="not the JSON of an answer"):
+        stored_outcome(row)  # the executor and the turn read strictly
+    shown = shown_outcome(row)
+    assert isinstance(shown, Unreadable)
+    assert "not the JSON of an answer" in shown.reason
+    assert outcome_of(row) == "done: its stored outcome is unreadable (check the ledger)"
+    assert shown_outcome(_closed(Ran({"n": 1}).to_json())) == Ran({"n": 1})
+    assert outcome_of(_closed(Ran({"n": 1}).to_json())) == "the write ran"

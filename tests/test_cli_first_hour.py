@@ -17,6 +17,7 @@ import pytest
 from test_cli import TURNKIT, UUID, ask_for_a_price_change, env, flat, run, spawn_chat, words
 from turnkit import Caller, Confirmation, Ledger, open_ledger
 from turnkit.cli.settings import _parsed  # internal: how `settings set` reads a value
+from turnkit.executor import Ran, Refused  # internal: the typed answers whose JSON a row keeps
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
@@ -318,10 +319,12 @@ def test_the_list_shows_every_whole_id_and_status_at_any_width(tmp_path, columns
     made = {
         confirmation(ledger): "pending",
         confirmation(ledger, status="rejected"): "rejected",
-        confirmation(ledger, status="done", outcome={"status": "ok"}): "approved: ok",
+        confirmation(ledger, status="done", outcome=Ran({}).to_json()): "approved: ok",
         confirmation(
-            ledger, status="done", outcome={"status": "error", "error": {"code": "forbidden"}}
+            ledger, status="done", outcome=Refused("forbidden", "no right").to_json()
         ): "approved: forbidden",
+        # a row no turnkit wrote (edited by hand): shown as such, never a traceback
+        confirmation(ledger, status="done", outcome={"status": "ok"}): "done: outcome unreadable",
     }
     ledger.close()
     listing = subprocess.run(

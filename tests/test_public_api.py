@@ -109,7 +109,7 @@ def test_the_pure_packages_do_not_import_langgraph_or_langchain():
 def test_the_executor_package_names_the_typed_answers_its_methods_return():
     """``Executor.call`` and ``decide`` answer typed values; ``turnkit.executor`` is where they are
     imported from (a decision too, pinned here)."""
-    import turnkit.executor
+    import turnkit.executor  # internal: the package whose names this pins
 
     assert turnkit.executor.__all__ == [
         "Answer",

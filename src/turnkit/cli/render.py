@@ -21,8 +21,9 @@ from turnkit.executor.answers import (
     Ran,
     Refused,
     Rejected,
+    Unreadable,
     answer_from_json,
-    stored_outcome,
+    shown_outcome,
 )
 from turnkit.ledger.records import Confirmation, iso
 from turnkit.turn.keys import thread_of
@@ -121,7 +122,9 @@ def status(confirmation: Confirmation, now: float) -> str:
         return "approved: running"
     if c.status in ("rejected", "expired"):
         return c.status
-    outcome = stored_outcome(c)
+    outcome = shown_outcome(c)
+    if isinstance(outcome, Unreadable):
+        return f"{c.status}: outcome unreadable"
     if c.status == "forbidden":  # closed with its key: nothing ran
         reason = outcome.details.get("reason") if isinstance(outcome, Refused) else None
         return f"forbidden ({reason})" if reason else "forbidden"
@@ -141,11 +144,13 @@ def decided(confirmation: Confirmation) -> str:
     who = f" by {c.decided_by}" if c.decided_by else ""
     when = f" at {iso(c.decided_at)}" if c.decided_at else ""
     result: str
-    match stored_outcome(c):
+    match shown_outcome(c):
         case Refused(code=code):
             result = code
         case None:
             result = "running"
+        case Unreadable():
+            result = "outcome unreadable"
         case outcome:
             result = outcome.status
     return f"{c.id}: {c.tool} {verb}{who}{when} ({result})"

@@ -37,7 +37,9 @@ __all__ = [
     "Ran",
     "Refused",
     "Rejected",
+    "Unreadable",
     "answer_from_json",
+    "shown_outcome",
     "stored_outcome",
 ]
 
@@ -263,3 +265,22 @@ def stored_outcome(confirmation: Confirmation) -> Answer | None:
     (pending, or approved and still running)."""
     outcome = confirmation.outcome
     return None if outcome is None else answer_from_json(outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A stored outcome that is not an answer's JSON (a row edited by hand, or written by
+    something else): what a person's view shows instead of failing."""
+
+    reason: str
+    """Why it is not an answer (``answer_from_json``'s message)."""
+
+
+def shown_outcome(confirmation: Confirmation) -> Answer | Unreadable | None:
+    """``stored_outcome`` for what a person reads (the CLI, the inbox): a row that is not an
+    answer's JSON is ``Unreadable``, shown as such, never a traceback. The executor and the turn
+    read outcomes strictly (``stored_outcome``)."""
+    try:
+        return stored_outcome(confirmation)
+    except ValueError as exc:
+        return Unreadable(str(exc))

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
-from turnkit.executor.answers import Answer, Ran, Refused, stored_outcome
+from turnkit.executor.answers import Answer, Ran, Refused, Unreadable, shown_outcome
 from turnkit.executor.confirmations import could_be_id, decides_for_others, refusal_for_others
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKeys
@@ -366,9 +366,11 @@ def outcome_of(held: Confirmation) -> str:
     """What became of a confirmation's write, in a few words: whether a write ran."""
     if held.status == "running":
         return "the write is running"
-    match stored_outcome(held):
+    match shown_outcome(held):
         case Ran():
             return "the write ran"
+        case Unreadable():
+            return f"{held.status}: its stored outcome is unreadable (check the ledger)"
         case Refused(code="outcome_unknown"):
             return "unknown: the write's process stopped (check the data)"
         case Refused(code="timeout" | "internal_error" | "tool_error" as code) if (
@@ -405,7 +407,7 @@ def _violations(answer: Answer) -> dict[str, str]:
 
 def _said(held: Confirmation) -> str:
     action = (held.decision or {}).get("action", held.status)
-    outcome = stored_outcome(held)
+    outcome = shown_outcome(held)
     if isinstance(outcome, Ran):
         return "edited; the write ran" if action == "edit" else "approved; the write ran"
     if action == "reject":
