@@ -24,6 +24,7 @@ _WHAT = {
     "sessions": "expired inbox sign-ins",
     "usage": "ended rate-limit windows",
     "audit": "audit rows",
+    "approvals": "approvals of deleted confirmations",
 }
 
 

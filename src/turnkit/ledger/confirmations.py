@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 from turnkit.ledger.records import (
+    Approval,
     Confirmation,
     ConfirmationStatus,
     Cursor,
+    Preview,
     Readable,
     caller_from_json,
     caller_to_json,
@@ -52,6 +55,8 @@ class ConfirmationRows(ABC):
             c.input_hash, c.idempotency_key, c.status, c.created_at, c.expires_at,
             c.decided_at, c.decided_by, dump(c.decision), None, dump(c.outcome), c.module,
             c.fingerprint, c.thread_id, c.reserved_units, c.reserved_window,
+            None if c.preview is None else dump(c.preview.to_json()), dump(c.request),
+            c.caller_name, c.approvals_needed, int(c.separate_duties),
         )  # fmt: skip
         if max_pending is None:
             marks = ", ".join("?" for _ in values)
@@ -74,7 +79,66 @@ class ConfirmationRows(ABC):
             f"SELECT {CONFIRMATION_COLUMNS} FROM turnkit_confirmations WHERE id = ?",
             (confirmation_id,),
         )
-        return _confirmation(rows[0]) if rows else None
+        return self._with_approvals([_confirmation(rows[0])])[0] if rows else None
+
+    def _with_approvals(self, found: list[Confirmation]) -> list[Confirmation]:
+        """``found`` with the approvals of those that need more than one (one query for all)."""
+        quorum = [c.id for c in found if c.approvals_needed > 1]
+        if not quorum:
+            return found
+        given = self.approvals_of(quorum)
+        return [
+            replace(c, approvals=tuple(given.get(c.id, ()))) if c.id in given else c for c in found
+        ]
+
+    def approvals_of(self, confirmation_ids: Collection[str]) -> dict[str, list[Approval]]:
+        """The approvals given to each of ``confirmation_ids``, oldest first."""
+        ids = sorted(confirmation_ids)
+        if not ids:
+            return {}
+        rows = self._rows(
+            "SELECT confirmation_id, approver, input_hash, at FROM turnkit_approvals"
+            f" WHERE confirmation_id IN ({', '.join('?' for _ in ids)}) ORDER BY at, approver",
+            ids,
+        )
+        given: dict[str, list[Approval]] = {}
+        for cid, approver, digest, at in rows:
+            given.setdefault(cid, []).append(Approval(by=approver, at=float(at), input_hash=digest))
+        return given
+
+    def add_approval(
+        self, confirmation_id: str, approver: str, input_hash: str, now: float
+    ) -> bool:
+        """Record ``approver``'s approval of the input hashed ``input_hash`` while the
+        confirmation is pending, unexpired and still holds that input; False when it was not
+        recorded (they approved before, it was decided, or an edit changed the input)."""
+        return (
+            self._run(
+                "INSERT INTO turnkit_approvals (confirmation_id, approver, input_hash, at)"
+                " SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT),"
+                " CAST(? AS DOUBLE PRECISION)"
+                " WHERE EXISTS (SELECT 1 FROM turnkit_confirmations"
+                " WHERE id = ? AND status = 'pending' AND expires_at > ? AND input_hash = ?)"
+                " ON CONFLICT DO NOTHING",
+                (confirmation_id, approver, input_hash, now, confirmation_id, now, input_hash),
+            )
+            == 1
+        )
+
+    def edit_pending(
+        self, confirmation_id: str, input: dict[str, Any], input_hash: str, now: float
+    ) -> bool:
+        """Replace the input of a pending, unexpired confirmation (an edit of one that needs
+        more approvals): approvals given for the old input count no more. False when it is
+        no longer pending."""
+        return (
+            self._run(
+                "UPDATE turnkit_confirmations SET input = ?, input_hash = ?"
+                " WHERE id = ? AND status = 'pending' AND expires_at > ?",
+                (dump(input), input_hash, confirmation_id, now),
+            )
+            == 1
+        )
 
     def list_confirmations(
         self,
@@ -150,7 +214,7 @@ class ConfirmationRows(ABC):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_confirmation(row) for row in self._rows(sql, params)]
+        return self._with_approvals([_confirmation(row) for row in self._rows(sql, params)])
 
     def pending_expiries(self, identity: str, now: float) -> list[float]:
         """When each pending, unexpired confirmation held for ``identity`` expires, soonest
@@ -198,6 +262,9 @@ class ConfirmationRows(ABC):
             " decision = ?, token = ?, input = COALESCE(?, input),"
             " input_hash = COALESCE(?, input_hash)"
             " WHERE id = ? AND status = 'pending' AND expires_at > ?"
+            " AND (approvals_needed <= 1 OR approvals_needed <= (SELECT COUNT(*)"
+            " FROM turnkit_approvals a WHERE a.confirmation_id = turnkit_confirmations.id"
+            " AND a.input_hash = turnkit_confirmations.input_hash))"
         )
         params: list[Any] = [
             now, decided_by, dump(decision), token,
@@ -295,7 +362,8 @@ class ConfirmationRows(ABC):
 def _confirmation(row: tuple[Any, ...]) -> Confirmation:
     (cid, caller, _identity, tool, input_, input_hash, key, status, created_at, expires_at,
      decided_at, decided_by, decision, _token, outcome, module, fingerprint, thread_id,
-     reserved_units, reserved_window) = row  # fmt: skip
+     reserved_units, reserved_window, preview, request, caller_name, approvals_needed,
+     separate_duties) = row  # fmt: skip
     return Confirmation(
         id=cid,
         caller=caller_from_json(json.loads(caller)),
@@ -315,4 +383,17 @@ def _confirmation(row: tuple[Any, ...]) -> Confirmation:
         thread_id=thread_id,
         reserved_units=int(reserved_units or 0),
         reserved_window=None if reserved_window is None else int(reserved_window),
+        preview=Preview.from_json(load(preview)),
+        request=_request(load(request)),
+        caller_name=caller_name,
+        approvals_needed=int(approvals_needed or 1),
+        separate_duties=bool(separate_duties),
     )
+
+
+def _request(data: Any) -> dict[str, str] | None:
+    """The stored request, its texts only (None when there is none, or it is unreadable)."""
+    if not isinstance(data, dict):
+        return None
+    texts = {k: v for k, v in data.items() if k in ("user", "model") and isinstance(v, str)}
+    return texts or None

@@ -39,7 +39,7 @@ SESSION_TOUCH = 60.0
 """Seconds between two writes of a sign-in's last use (``ApiKeys.by_session``): its idle time
 is measured to within this, and a busy inbox does not write the ledger on every request."""
 _SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
-_COLUMNS = "id, user_id, scopes, allow, created_at, expires_at, revoked_at"
+_COLUMNS = "id, user_id, scopes, allow, created_at, expires_at, revoked_at, name"
 
 
 def looks_like_key(text: str) -> bool:
@@ -67,6 +67,8 @@ class ApiKey:
     expires_at: float | None
     """When the key stops working (seconds since the epoch), or None for never."""
     revoked_at: float | None
+    name: str | None = None
+    """What the key is for, in a person's words (``turnkit keys create --name``), or None."""
 
     @property
     def caller(self) -> Caller:
@@ -104,6 +106,7 @@ class ApiKey:
             "created_at": iso(self.created_at),
             "expires_at": None if self.expires_at is None else iso(self.expires_at),
             "revoked_at": None if self.revoked_at is None else iso(self.revoked_at),
+            "name": self.name,
         }
 
 
@@ -121,8 +124,10 @@ class ApiKeys:
         allow: Iterable[str] | None = None,
         expires_in: float | None = None,
         now: float | None = None,
+        name: str | None = None,
     ) -> tuple[ApiKey, str]:
         """Make a key for ``user_id``; return it and its secret (shown once, never stored).
+        ``name`` says what the key is for (shown to approvers beside its user).
 
         Raises:
             CallerError: no user, a malformed scope, an empty allow list, or an expiry that is
@@ -136,6 +141,13 @@ class ApiKeys:
             raise CallerError("an allow list names at least one tool (leave it out for all)")
         if not isinstance(user_id, str) or not user_id.strip():
             raise CallerError("a key belongs to a user: give the owner's user id, e.g. alice")
+        if name is not None and (
+            not isinstance(name, str)
+            or not name.strip()
+            or len(name) > 100
+            or not name.isprintable()
+        ):
+            raise CallerError("a key's name is 1 to 100 printable characters, e.g. 'billing bot'")
         bad = sorted(s for s in scopes if not isinstance(s, str) or not SCOPE.fullmatch(s))
         if bad:
             raise CallerError(
@@ -153,13 +165,14 @@ class ApiKeys:
             created_at=now,
             expires_at=None if expires_in is None else now + expires_in,
             revoked_at=None,
+            name=None if name is None else name.strip(),
         )
         self.ledger._run(
             f"INSERT INTO turnkit_api_keys ({_COLUMNS}, secret_hash)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (key.id, user_id, json.dumps(sorted(scopes)),
              None if allow is None else json.dumps(sorted(allow)),
-             key.created_at, key.expires_at, None, _digest(secret)),
+             key.created_at, key.expires_at, None, key.name, _digest(secret)),
         )  # fmt: skip
         return key, secret
 
@@ -259,7 +272,7 @@ class ApiKeys:
 
 
 def _key(row: tuple[object, ...]) -> ApiKey:
-    key_id, user_id, scopes, allow, created_at, expires_at, revoked_at = row
+    key_id, user_id, scopes, allow, created_at, expires_at, revoked_at, name = row
     return ApiKey(
         id=str(key_id),
         user_id=str(user_id),
@@ -268,4 +281,5 @@ def _key(row: tuple[object, ...]) -> ApiKey:
         created_at=float(created_at),  # type: ignore[arg-type]  # a number column
         expires_at=None if expires_at is None else float(expires_at),  # type: ignore[arg-type]
         revoked_at=None if revoked_at is None else float(revoked_at),  # type: ignore[arg-type]
+        name=None if name is None else str(name),
     )

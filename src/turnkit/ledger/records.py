@@ -13,10 +13,12 @@ from typing import Any, Literal, TypeAlias
 from turnkit.registry.caller import Caller
 
 __all__ = [
+    "Approval",
     "Confirmation",
     "ConfirmationStatus",
     "Cursor",
     "IdempotencyRecord",
+    "Preview",
     "Readable",
     "caller_from_json",
     "iso",
@@ -28,6 +30,48 @@ ConfirmationStatus: TypeAlias = Literal[
 """``pending`` until decided; ``running`` while an approved write runs; then ``done``, or without
 a write ``rejected`` (a person said no), ``expired`` (nobody decided in time) or ``forbidden``
 (the right it was held under is gone: its API key was revoked or expired)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Preview:
+    """What a held write would change, as its tool's ``preview`` said when it was held: shown to
+    approvers, never to the model (docs/architecture.md, "Deciding well")."""
+
+    value: Any = None
+    """The preview's JSON data; its JSON text cut to the limit when ``truncated``."""
+    truncated: bool = False
+    """The preview was longer than the limit: ``value`` is the start of its JSON text."""
+    unavailable: str | None = None
+    """Why there is no preview (it failed, took too long, or was not JSON data), or None."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The preview as JSON data, as the ledger stores it."""
+        if self.unavailable is not None:
+            return {"unavailable": self.unavailable}
+        return {"value": self.value, "truncated": True} if self.truncated else {"value": self.value}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Preview | None:
+        """The preview ``to_json`` stored, or None (none, or a row this turnkit cannot read)."""
+        if not isinstance(data, dict):
+            return None
+        if isinstance(data.get("unavailable"), str):
+            return cls(unavailable=data["unavailable"])
+        if "value" not in data:
+            return None
+        return cls(value=data["value"], truncated=data.get("truncated") is True)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Approval:
+    """One person's approval of a held write that needs more than one (``approvals=N``)."""
+
+    by: str
+    """The approver's identity."""
+    at: float
+    """When they approved (seconds since the epoch)."""
+    input_hash: str
+    """The hash of the input they approved: an edit after it makes it count no more."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,6 +117,36 @@ class Confirmation:
     given back when it is rejected, expires or is refused."""
     reserved_window: int | None = None
     """The rate-limit window those units were reserved in."""
+    preview: Preview | None = None
+    """What the write would change, from the tool's ``preview`` (None: it declares none)."""
+    request: dict[str, str] | None = None
+    """The request that led to the hold, bounded: ``user`` (the person's last message) and
+    ``model`` (the model's text of that round), when a conversation made the call."""
+    caller_name: str | None = None
+    """The name of the caller's API key when it was held (``turnkit keys create --name``)."""
+    approvals_needed: int = 1
+    """How many distinct people must approve before the write runs (``approvals=N``)."""
+    separate_duties: bool = False
+    """The caller whose write is held may not approve it (four eyes)."""
+    approvals: tuple[Approval, ...] = ()
+    """The approvals given so far, oldest first, while more than one is needed."""
+
+    @property
+    def approvals_given(self) -> int:
+        """The approvals that count now: those given for the input as it stands."""
+        return sum(1 for a in self.approvals if a.input_hash == self.input_hash)
+
+    def caller_label(self) -> str:
+        """Who the write was held for, in a person's words: a key's user and name, a session's
+        user, or the caller's identity."""
+        caller = self.caller
+        if caller.kind == "key":
+            named = f" ({self.caller_name})" if self.caller_name else ""
+            owner = f" of {caller.user_id}" if caller.user_id else ""
+            return f"key {caller.key_id}{named}{owner}"
+        if caller.kind == "session":
+            return f"{caller.user_id} (signed in)"
+        return caller.identity
 
     @property
     def expires_at_iso(self) -> str:

@@ -46,6 +46,8 @@ class Pruned:
     """Rate-limit windows that ended."""
     audit: int = 0
     """Audit rows older than ``audit_retention_days`` (0 unless opted in)."""
+    approvals: int = 0
+    """Approvals of confirmations that were deleted."""
 
     def as_dict(self) -> dict[str, int]:
         """The counts as JSON data."""
@@ -71,6 +73,12 @@ _TARGETS: dict[str, tuple[str, str, str]] = {
     "sessions": ("turnkit_key_sessions", "token_hash", "expires_at <= ?"),
     "usage": ("turnkit_rate_usage", "caller_identity, window_start", "window_start < ?"),
     "audit": ("turnkit_audit", "id", "at < ?"),
+    "approvals": (
+        "turnkit_approvals",
+        "confirmation_id, approver",
+        "NOT EXISTS (SELECT 1 FROM turnkit_confirmations c"
+        " WHERE c.id = turnkit_approvals.confirmation_id)",
+    ),
 }
 
 
@@ -103,6 +111,7 @@ def prune(
     }
     if audit_retention_days > 0:
         cutoffs["audit"] = (now - audit_retention_days * DAY,)
+    cutoffs["approvals"] = ()  # after the confirmations: those whose confirmation went
     counts = {
         kind: _count(ledger, kind, cutoff) if dry_run else _delete(ledger, kind, cutoff)
         for kind, cutoff in cutoffs.items()

@@ -32,7 +32,21 @@ TABLES = (
         fingerprint TEXT,
         thread_id TEXT,
         reserved_units INTEGER NOT NULL DEFAULT 0,
-        reserved_window BIGINT
+        reserved_window BIGINT,
+        preview TEXT,
+        request TEXT,
+        caller_name TEXT,
+        approvals_needed INTEGER NOT NULL DEFAULT 1,
+        separate_duties INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_approvals (
+        confirmation_id TEXT NOT NULL,
+        approver TEXT NOT NULL,
+        input_hash TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (confirmation_id, approver)
     )
     """,
     "CREATE INDEX IF NOT EXISTS turnkit_confirmations_status"
@@ -73,7 +87,8 @@ TABLES = (
         allow TEXT,
         created_at DOUBLE PRECISION NOT NULL,
         expires_at DOUBLE PRECISION,
-        revoked_at DOUBLE PRECISION
+        revoked_at DOUBLE PRECISION,
+        name TEXT
     )
     """,
     """
@@ -116,6 +131,12 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("turnkit_confirmations", "thread_id", "TEXT"),
     ("turnkit_confirmations", "reserved_units", "INTEGER NOT NULL DEFAULT 0"),
     ("turnkit_confirmations", "reserved_window", "BIGINT"),
+    ("turnkit_confirmations", "preview", "TEXT"),
+    ("turnkit_confirmations", "request", "TEXT"),
+    ("turnkit_confirmations", "caller_name", "TEXT"),
+    ("turnkit_confirmations", "approvals_needed", "INTEGER NOT NULL DEFAULT 1"),
+    ("turnkit_confirmations", "separate_duties", "INTEGER NOT NULL DEFAULT 0"),
+    ("turnkit_api_keys", "name", "TEXT"),
 )
 """Columns added to a table after it was first released, as ``(table, column, type)``: a ledger
 made before has its tables upgraded in place by ``setup()`` (``column_additions``). Each column
@@ -128,8 +149,9 @@ def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
     ``columns_of(table)`` names the columns ``table`` has now.
 
     Example:
-        >>> made = {"module", "fingerprint", "thread_id", "reserved_units", "reserved_window"}
-        >>> column_additions(lambda table: made | {"token_hash", "key_id", "expires_at"})
+        >>> made = {"module", "fingerprint", "thread_id", "reserved_units", "reserved_window",
+        ...         "preview", "request", "caller_name", "approvals_needed", "separate_duties"}
+        >>> column_additions(lambda table: made | {"token_hash", "key_id", "expires_at", "name"})
         ['ALTER TABLE turnkit_key_sessions ADD COLUMN last_seen DOUBLE PRECISION']
     """
     present: dict[str, Collection[str]] = {}
@@ -145,11 +167,17 @@ def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
 CONFIRMATION_COLUMNS = (
     "id, caller, caller_identity, tool, input, input_hash, idempotency_key, status, created_at,"
     " expires_at, decided_at, decided_by, decision, token, outcome, module, fingerprint,"
-    " thread_id, reserved_units, reserved_window"
+    " thread_id, reserved_units, reserved_window, preview, request, caller_name,"
+    " approvals_needed, separate_duties"
 )
 """Every column of ``turnkit_confirmations``, in the order ``_confirmation`` reads them."""
 CONFIRMATION_TYPES = (
-    ("TEXT",) * 8 + ("DOUBLE PRECISION",) * 3 + ("TEXT",) * 7 + ("INTEGER", "BIGINT")
+    ("TEXT",) * 8
+    + ("DOUBLE PRECISION",) * 3
+    + ("TEXT",) * 7
+    + ("INTEGER", "BIGINT")
+    + ("TEXT",) * 3
+    + ("INTEGER", "INTEGER")
 )
 """The type of each of ``CONFIRMATION_COLUMNS`` (an insert from a ``SELECT`` names them: the
 values have no column to take their type from there)."""
