@@ -1,4 +1,4 @@
-"""``turnkit confirmations list|approve|reject``: held writes, decided out of band.
+"""``turnkit confirmations list|show|approve|reject``: held writes, read and decided out of band.
 
 An id may be given whole or as a unique prefix of at least ``SHORTEST`` characters. Deciding a
 confirmation decided before runs nothing and says who decided it, when and how (exit status
@@ -7,6 +7,8 @@ it (``--module``, ``--entry-points``, or ``--demo`` for a write the demo held): 
 refused before any module is loaded. An approval that this command could only answer for the
 wrong reason — the module not loaded, the held user's rights unknown here, the agent's switch
 unknown here — is refused before anything is decided. Rejecting runs nothing and needs no module.
+``approve --all`` and ``reject --all`` decide many after one question (``bulk.py``); ``show``
+prints one whole, its preview, request and audit trail included.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from turnkit.cli import render
+from turnkit.cli import bulk, render
+from turnkit.cli.deciding import cannot_approve, decide_one, waiting
 from turnkit.cli.options import (
     ALREADY_DECIDED,
     REFUSED,
@@ -36,9 +39,7 @@ from turnkit.cli.options import (
 )
 from turnkit.cli.session import Session
 from turnkit.executor.answers import Refused
-from turnkit.executor.confirmations import CONFIRM_ANY
 from turnkit.ledger import Confirmation
-from turnkit.registry.caller import Caller
 
 app = typer.Typer(help="List and decide writes that wait for a person.", no_args_is_help=True)
 
@@ -82,8 +83,59 @@ def list_(
 
 
 @app.command()
-def approve(
+def show(
     confirmation_id: Id,
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object, for scripts.")] = False,
+) -> None:
+    """One confirmation whole: tool, who asked, thread, times, arguments, preview, the request
+    that led to it, approvals, decision, outcome and its audit trail."""
+    opened = records(db)
+    try:
+        with friendly():
+            held = _find(opened, confirmation_id)
+        audit = opened.storage.ledger.audit_rows(AUDIT_ROWS, confirmation_ids=[held.id])
+        clock = opened.executor.clock()
+        if as_json:
+            body = render.detail_json(held, audit, clock)
+            typer.echo(json.dumps(body, indent=2, ensure_ascii=False))
+        else:
+            render.detail(console, held, audit, clock)
+            if held.status == "pending" and held.expires_at > clock:
+                console.print(
+                    f"[dim]decide: turnkit confirmations approve {held.id[:8]} --module ... |"
+                    f" reject {held.id[:8]} --message ...[/]"
+                )
+    finally:
+        opened.close()
+
+
+AUDIT_ROWS = 100
+"""The most audit rows ``show`` prints of one confirmation (its hold, its runs, its repeats)."""
+
+
+Everything = Annotated[
+    bool, typer.Option("--all", help="Every pending one (of --tool), after one question.")
+]
+OfTool = Annotated[str | None, typer.Option("--tool", help="With --all: only this tool's.")]
+Yes = Annotated[
+    bool, typer.Option("--yes", help="With --all: decide without the question (for scripts).")
+]
+MaybeId = Annotated[
+    str | None,
+    typer.Argument(
+        help=f"The confirmation's id, or a unique prefix of it ({SHORTEST}+); or --all.",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+def approve(
+    confirmation_id: MaybeId = None,
+    all_: Everything = False,
+    tool: OfTool = None,
+    yes: Yes = False,
     as_: Decider = "operator",
     db: Db = None,
     module: Modules = None,
@@ -94,17 +146,29 @@ def approve(
     act: Act = None,
 ) -> None:
     """Approve a held write now: it runs (rights checked again) and its outcome is stored.
-    Give the module that declares its tool (--module), or --demo for a write the demo held."""
+    Give the module that declares its tool (--module), or --demo for a write the demo held.
+    --all [--tool T] approves every pending one (of T) after one question."""
+    given = _one_or_all(confirmation_id, all_, tool, yes)
     if not module and not entry_points and not demo:
-        _refuse_without_module(db, confirmation_id)
+        _refuse_without_module(db, given)
     options = (db, module, entry_points, demo, catalogue, permissions, act)
-    _decide(confirmation_id, "approve", as_, *options)
+    if given is None:
+        opened = session(db, module, entry_points, demo, catalogue, "demo", None, act, permissions)
+        try:
+            bulk.decide_all(opened, "approve", "approve", as_, tool, yes)
+        finally:
+            opened.close()
+        return
+    _decide(given, "approve", as_, *options)
 
 
 @app.command()
 def reject(
-    confirmation_id: Id,
+    confirmation_id: MaybeId = None,
     message: Annotated[str | None, typer.Option(help="Why (the model reads it).")] = None,
+    all_: Everything = False,
+    tool: OfTool = None,
+    yes: Yes = False,
     as_: Decider = "operator",
     db: Db = None,
     module: Modules = None,
@@ -114,14 +178,45 @@ def reject(
     permissions: Permissions = None,
 ) -> None:
     """Reject a held write: nothing runs (no module is needed); a paused conversation sees the
-    rejection."""
+    rejection. --all [--tool T] rejects every pending one (of T) after one question."""
+    given = _one_or_all(confirmation_id, all_, tool, yes)
+    decision = {"action": "reject", "message": message}
     options = (db, module, entry_points, demo, catalogue, permissions, None)
-    _decide(confirmation_id, {"action": "reject", "message": message}, as_, *options)
+    if given is None:
+        opened = session(db, module, entry_points, demo, catalogue, "demo", None, None, permissions)
+        try:
+            bulk.decide_all(opened, "reject", decision, as_, tool, yes)
+        finally:
+            opened.close()
+        return
+    _decide(given, decision, as_, *options)
 
 
-def _refuse_without_module(db: str | None, given: str) -> None:
+def _one_or_all(given: str | None, all_: bool, tool: str | None, yes: bool) -> str | None:
+    """The id named, or None for ``--all``; a mix of the two, or neither, ends the command."""
+    problem = None
+    if given is not None and all_:
+        problem = "give an id or --all, not both"
+    elif given is None and not all_:
+        problem = "give the confirmation's id, or --all (with --tool T for one tool's)"
+    elif given is not None and (tool is not None or yes):
+        problem = "--tool and --yes go with --all (an id names one confirmation already)"
+    if problem is not None:
+        console.print(f"[red]{escape(problem)}[/]: `turnkit confirmations list` shows the ids")
+        raise typer.Exit(USAGE)
+    return given
+
+
+def _refuse_without_module(db: str | None, given: str | None) -> None:
     """End an approval given no module: it would run a held tool's code that no option names.
     The confirmation is read (to name its tool), nothing is loaded or decided."""
+    if given is None:
+        console.print(
+            "[red]approving runs the held tools' code: pass --module package.module:object (the"
+            " module that declares them), or --demo for writes the demo held[/]\nnothing was"
+            " decided: they are still pending"
+        )
+        raise typer.Exit(USAGE)
     opened = records(db)
     try:
         held = _pending(opened, given)
@@ -162,14 +257,11 @@ def _decide(
     opened = session(db, module, entry_points, demo, catalogue, "demo", None, act, permissions)
     try:
         held = _pending(opened, given)
-        problem = _cannot_approve(opened, held) if decision == "approve" else None
+        problem = cannot_approve(opened, held) if decision == "approve" else None
         if problem is not None:
             console.print(f"[red]{escape(problem)}[/]\nnothing was decided: it is still pending")
             raise typer.Exit(USAGE)
-        if opened.granted is not None and decider != held.caller.user_id:
-            # without the application's provider, the operator decides for others, on the record
-            opened.granted.grant(decider, CONFIRM_ANY)
-        answer = opened.executor.decide(held.id, Caller.session(decider), decision)
+        answer = decide_one(opened, held, decision, decider)
         if answer.already_decided:  # another process decided between the two reads
             now = opened.executor.confirmation(held.id) or held
             console.print(f"already decided: {escape(render.decided(now))}; nothing ran now")
@@ -178,6 +270,10 @@ def _decide(
             case Refused(code="cannot_decide_here", message=message):  # this command's settings
                 console.print(f"[red]{escape(message)}[/]")
                 raise typer.Exit(USAGE)
+        counted = waiting(answer, opened.executor.confirmation(held.id) or held)
+        if counted is not None:  # more approvals are needed: nothing ran yet
+            console.print(f"  [yellow]{escape(counted)}[/]")
+            return
         render.answer(console, answer)
         if isinstance(answer, Refused):
             after = opened.executor.confirmation(held.id)
@@ -220,32 +316,3 @@ def _find(opened: Session, given: str) -> Confirmation:
     if found is None:  # listed a moment ago, pruned since (turnkit ledger prune)
         raise SetupError(f"no confirmation {given!r} any more: it was pruned just now")
     return found
-
-
-def _cannot_approve(opened: Session, held: Confirmation) -> str | None:
-    """Why approving here would answer for the wrong reason (and close it for good), or None."""
-    tool = opened.executor.registry.get(held.tool)
-    if tool is None:
-        return (
-            f"the tool {held.tool!r} is not loaded in this command: pass --module"
-            " package.module:object (the module that declares it), as your application does"
-        )
-    if tool.permission is not None and not opened.knows_rights(
-        held.caller.user_id, tool.permission
-    ):
-        return (
-            f"approving runs {held.tool!r} as {held.caller.identity}, which needs the permission"
-            f" {tool.permission!r}, and this command cannot tell who holds it"
-            f"{_demo_rights(opened)}: pass --permissions package.module:provider (your"
-            " application's permission provider)"
-        )
-    return None  # the rest this command's configuration decides, the executor tells (pending)
-
-
-def _demo_rights(opened: Session) -> str:
-    """On the demo, whose the demo's permissions are (the chat's ``--grant`` is not known here)."""
-    if not opened.demo:
-        return ""
-    from turnkit.demo import DEMO_USER
-
-    return f" (with --demo, only the demo user {DEMO_USER!r} holds the demo's permissions)"

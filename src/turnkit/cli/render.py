@@ -25,7 +25,8 @@ from turnkit.executor.answers import (
     answer_from_json,
     shown_outcome,
 )
-from turnkit.ledger.records import Confirmation, iso
+from turnkit.ledger.records import Confirmation, Preview, iso
+from turnkit.ledger.report import duration_text
 from turnkit.turn.keys import thread_of
 
 WIDTH = 160
@@ -216,3 +217,127 @@ def confirmation_json(c: Confirmation, now: float) -> dict[str, Any]:
         "arguments": c.input,
         "outcome": c.outcome,
     }
+
+
+def detail(console: Console, c: Confirmation, audit: list[dict[str, Any]], now: float) -> None:
+    """``turnkit confirmations show``: everything an approver needs about one confirmation —
+    tool, caller, thread, times, arguments, preview, the request that led to it, approvals,
+    decision and outcome, and its audit trail (oldest first)."""
+    console.print(f"[bold]{escape(c.id)}[/] · {escape(status(c, now))}", soft_wrap=True)
+    for label, value in (
+        ("tool", c.tool),
+        ("asked by", c.caller_label()),
+        ("thread", c.thread_id or thread_of(c.idempotency_key) or "- (not held in a conversation)"),
+        ("held", f"{iso(c.created_at)} ({_ago(c.created_at, now)})"),
+        ("expires", f"{c.expires_at_iso} ({_ago(c.expires_at, now)})"),
+    ):
+        _line(console, label, value)
+    _block(console, "arguments" + (" (as edited)" if _action(c) == "edit" else ""), c.input)
+    match c.preview:
+        case None:
+            _line(console, "preview", "none (its tool declares no preview)")
+        case Preview(unavailable=str(why)):
+            _line(console, "preview", f"preview unavailable: {why}")
+        case Preview(truncated=True, value=start):
+            _line(console, "preview", f"(cut to fit) {start}")
+        case Preview(value=value):
+            _block(console, "preview", value)
+    request = c.request or {}
+    if not request:
+        _line(console, "request", "- (no conversation's words were recorded)")
+    if "user" in request:
+        _line(console, "person said", request["user"])
+    if "model" in request:
+        _line(console, "model said", request["model"])
+    if c.approvals_needed > 1 or c.separate_duties:
+        _line(console, "approvals", approvals_text(c))
+        for a in c.approvals:
+            stale = "" if a.input_hash == c.input_hash else " (of the arguments before an edit)"
+            _line(console, "", f"approved by {a.by} at {iso(a.at)}{stale}")
+    _line(console, "decision", _decision_text(c))
+    _line(console, "outcome", _outcome_text(c))
+    console.print("audit:" if audit else "audit: - (no rows)")
+    for row in reversed(audit):
+        code = f" {row['code']}" if row.get("code") else ""
+        took = f" {row['duration_ms']:.0f} ms" if row.get("duration_ms") else ""
+        said = f" · {row['detail']}" if row.get("detail") else ""
+        text = f"{iso(row['at'])} {row['status']}{code}{took} · {row['caller']}{said}"
+        console.print(Padding(Text(text, overflow="fold"), (0, 0, 0, 2), expand=False))
+
+
+def approvals_text(c: Confirmation) -> str:
+    """``1 of 2`` (and who may not approve), as the CLI and the inbox say it."""
+    given = f"{c.approvals_given} of {c.approvals_needed}"
+    duties = "; the caller may not approve it (separate duties)" if c.separate_duties else ""
+    return f"{given}{duties}"
+
+
+def detail_json(c: Confirmation, audit: list[dict[str, Any]], now: float) -> dict[str, Any]:
+    """A confirmation as ``turnkit confirmations show --json`` prints it."""
+    return confirmation_json(c, now) | {
+        "caller_label": c.caller_label(),
+        "preview": None if c.preview is None else c.preview.to_json(),
+        "request": c.request,
+        "approvals": {
+            "needed": c.approvals_needed,
+            "given": c.approvals_given,
+            "separate_duties": c.separate_duties,
+            "by": [
+                {"by": a.by, "at": iso(a.at), "counts": a.input_hash == c.input_hash}
+                for a in c.approvals
+            ],
+        },
+        "audit": [row | {"at": iso(row["at"])} for row in reversed(audit)],
+    }
+
+
+def _line(console: Console, label: str, value: str) -> None:
+    shown = Text(f"{label:<12}", style="bold") + Text(value, overflow="fold")
+    console.print(shown, soft_wrap=False)
+
+
+def _block(console: Console, label: str, value: Any) -> None:
+    console.print(Text(label, style="bold"))
+    for line in json.dumps(value, indent=2, ensure_ascii=False).splitlines():
+        console.print(Text("  " + line, overflow="fold"))
+
+
+def _action(c: Confirmation) -> str | None:
+    action = (c.decision or {}).get("action")
+    return action if isinstance(action, str) else None
+
+
+def _decision_text(c: Confirmation) -> str:
+    if c.status == "pending":
+        return "- (waiting)"
+    if c.status in ("expired", "forbidden") and c.decision is None:
+        return f"- ({c.status}: nobody decided it)"
+    verb = {"approve": "approved", "reject": "rejected", "edit": "edited and approved"}
+    action = _action(c)
+    said = (c.decision or {}).get("message")
+    because = f": {said}" if isinstance(said, str) and said else ""
+    who = f" by {c.decided_by}" if c.decided_by else ""
+    when = f" at {iso(c.decided_at)}" if c.decided_at else ""
+    return f"{verb.get(action or '', action or c.status)}{who}{when}{because}"
+
+
+def _outcome_text(c: Confirmation) -> str:
+    match shown_outcome(c):
+        case None:
+            return "- (running)" if c.status == "running" else "- (nothing ran yet)"
+        case Unreadable(reason=reason):
+            return f"unreadable: {reason}"
+        case Ran(result=result):
+            return f"the write ran: {compact(result, 400)}"
+        case Rejected(message=message):
+            return f"rejected, nothing ran: {message}"
+        case Refused(code=code, message=message):
+            return f"{code}: {message}"
+        case other:
+            return compact(other.to_json(), 400)
+
+
+def _ago(moment: float, now: float) -> str:
+    """``in 12m`` or ``12m ago``."""
+    gap = duration_text(abs(moment - now))
+    return f"in {gap}" if moment > now else f"{gap} ago"
