@@ -98,7 +98,7 @@ def _confirmed(count: int, verb: str, tool: str | None, yes: bool) -> bool:
             f"[red]no terminal to ask on[/]: pass --yes to {verb} these {count} without a question"
         )
         return False
-    which = f"these {count} of {tool}" if tool else f"ALL {count}, of every tool,"
+    which = f"these {count} of {tool}" if tool else f"ALL {count}, of every tool"
     try:
         said = console.input(
             f"{verb} {which}? type {count} or y to {verb}; anything else decides nothing: "

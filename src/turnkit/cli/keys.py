@@ -55,6 +55,10 @@ def create(
     expires_in: Annotated[
         str | None, typer.Option(help="How long the key works: 90m, 12h, 30d, 2w; default never.")
     ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="What the key is for, e.g. 'billing bot' (shown to approvers)."),
+    ] = None,
     db: Db = None,
     module: Modules = None,
     entry_points: EntryPoints = False,
@@ -70,7 +74,7 @@ def create(
     try:
         with friendly():
             key, secret = opened.storage.ledger.keys.create(
-                user, scope or [], allow=allow, expires_in=seconds
+                user, scope or [], allow=allow, expires_in=seconds, name=name
             )
     finally:
         opened.close()
@@ -83,7 +87,8 @@ def create(
         typer.echo(json.dumps({**key.as_dict(), "secret": secret}))
         return
     until = "never expires" if key.expires_at is None else f"expires {iso(key.expires_at)}"
-    console.print(f"key [bold]{key.id}[/] for {escape(key.user_id)} · {until}")
+    named = f" ({escape(key.name)})" if key.name else ""
+    console.print(f"key [bold]{key.id}[/]{named} for {escape(key.user_id)} · {until}")
     console.print(f"scopes: {escape(', '.join(sorted(key.scopes)) or '(none: system tools only)')}")
     if key.allow is not None:
         console.print(f"allowed tools: {escape(', '.join(sorted(key.allow)))}")
@@ -94,7 +99,8 @@ def create(
 
 @app.command("list")
 def list_(db: Db = None, as_json: Json = False) -> None:
-    """Every key: id, owner, scopes, allowed tools, expiry, revocation (never a secret)."""
+    """Every key: id, name, owner, scopes, allowed tools, expiry, revocation (never a
+    secret)."""
     opened = records(db)
     try:
         found = opened.storage.ledger.keys.list()
@@ -108,11 +114,12 @@ def list_(db: Db = None, as_json: Json = False) -> None:
         return
     now = time.time()
     table = Table(title="keys", title_justify="left")
-    for column in ("id", "user", "scopes", "allow", "expires", "status"):
+    for column in ("id", "name", "user", "scopes", "allow", "expires", "status"):
         table.add_column(column, no_wrap=column == "id", overflow="fold")
     for key in found:
         table.add_row(
             key.id,
+            key.name or "-",
             key.user_id,
             " ".join(sorted(key.scopes)) or "-",
             "all" if key.allow is None else " ".join(sorted(key.allow)),
