@@ -1,25 +1,38 @@
 """The approval report (``turnkit.ledger.report``): per tool, what became of its held writes.
 
 Reaches ``turnkit.ledger.report`` and ``turnkit.ledger.records`` (the report and the reader's rule
-have no public name: ``turnkit report approvals`` and ``/ui/report`` are their doors). The figures
-are checked by hand on ledgers filled with known decisions, on SQLite and PostgreSQL, and on
-decisions taken through the executor.
+have no public name: ``turnkit report approvals`` and ``/ui/report`` are their doors), and
+``turnkit.executor.confirmations`` for ``DECIDE_SCOPE``. The figures are checked by hand on
+ledgers filled with known decisions, on SQLite and PostgreSQL, and on decisions taken through the
+executor; then the command and the inbox page (over real HTTP, and in Chromium at 390 px) show
+them.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from _doors import csrf_of
+from _serving import uvicorn_serving
 from _shop import prices
 from test_cli import TURNKIT, env
 from turnkit import Caller, Confirmation, open_ledger
+from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.ledger.records import Readable
 from turnkit.ledger.report import approval_report, outcome_of, percentile
+from turnkit.server import create_app
 
 NOW = 1_800_000_000.0
 ALICE = Caller.session("alice")
@@ -230,3 +243,127 @@ def test_the_command_shows_the_table_the_suggestion_and_json(ledger_url, tmp_pat
 def _report(db: str, cwd, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TURNKIT, "report", "approvals", "--db", db, *args], cwd=cwd,
                           env=env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+# --- the inbox page ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(executor) -> Iterator[str]:
+    with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+        yield url
+
+
+@contextmanager
+def signed_in_as(url: str, executor, user: str) -> Iterator[httpx.Client]:
+    """A client (cookies kept, as a browser) signed in with a new key of ``user``'s."""
+    _, secret = executor.ledger.keys.create(user, {DECIDE_SCOPE})
+    with httpx.Client(base_url=url, timeout=10, follow_redirects=True) as client:
+        form = client.get("/ui/sign-in")
+        signed = client.post("/ui/sign-in", data={"key": secret, "csrf": csrf_of(form)})
+        assert signed.url.path == "/ui/", signed.text[:300]
+        yield client
+
+
+def cells(page: httpx.Response, tool: str) -> list[str]:
+    """The texts of ``tool``'s row of the report table."""
+    row = re.search(rf'<tr data-tool="{re.escape(tool)}">(.*?)</tr>', page.text, re.S)
+    assert row, page.text[-2000:]
+    return [re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row[1], re.S)]  # fmt: skip
+
+
+def test_the_page_shows_everyones_figures_to_a_person_who_decides_for_others(executor, served):
+    t = NOW - 3 * 86400
+    for i in range(20):
+        put(executor.ledger, "shop.set_prices", at=t + i, wait=120)
+    put(executor.ledger, "shop.delete_product", at=t, caller=BOB, status="rejected",
+        action="reject", wait=30)  # fmt: skip
+    put(executor.ledger, "shop.delete_product", at=t + 1, caller=BOB, status="expired",
+        action=None)  # fmt: skip
+    with signed_in_as(served, executor, "root") as root:
+        page = root.get("/ui/report")
+        assert page.status_code == 200
+        assert page.headers["cache-control"] == "no-store"
+        assert cells(page, "shop.set_prices") == [
+            "shop.set_prices", "20", "100%", "0%", "0%", "0%", "2m", "2m"]  # fmt: skip
+        assert cells(page, "shop.delete_product") == [
+            "shop.delete_product", "2", "0%", "0%", "50%", "50%", "30s", "30s"]  # fmt: skip
+        assert ("shop.set_prices was approved unedited 20 times in a row: a `danger` rule could"
+                " let such calls through") in page.text  # fmt: skip
+        assert "your own confirmations only" not in page.text
+        assert 'href="/ui/report"' in root.get("/ui/").text  # linked from every page
+        recent = root.get("/ui/report", params={"since": "1d"})
+        assert "No confirmations yet in the last day" in recent.text
+        odd = root.get("/ui/report", params={"since": "<script>"})
+        assert odd.status_code == 200
+        assert "<script>" not in odd.text.split("<main", 1)[1]
+
+
+def test_a_person_who_decides_only_their_own_sees_only_their_own_figures(executor, served):
+    put(executor.ledger, "shop.set_prices", at=NOW - 100, caller=ALICE)
+    put(executor.ledger, "shop.set_prices", at=NOW - 90, caller=BOB, status="rejected",
+        action="reject")  # fmt: skip
+    put(executor.ledger, "shop.delete_product", at=NOW - 80, caller=BOB)
+    with signed_in_as(served, executor, "alice") as alice:
+        page = alice.get("/ui/report")
+    assert "your own confirmations only" in page.text
+    assert cells(page, "shop.set_prices")[:4] == ["shop.set_prices", "1", "100%", "0%"]
+    assert 'data-tool="shop.delete_product"' not in page.text
+
+
+def test_the_page_is_for_signed_in_people_and_says_when_nothing_was_held(executor, served):
+    with httpx.Client(base_url=served, timeout=10) as nobody:
+        sent = nobody.get("/ui/report")
+        assert (sent.status_code, sent.headers["location"]) == (303, "/ui/sign-in")
+    with signed_in_as(served, executor, "root") as root:
+        assert "No confirmations yet: nothing was held for a person" in root.get("/ui/report").text
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture
+def chromium() -> Iterator[Any]:
+    from test_web_inbox_browser import FLAGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: apt-get install chromium (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.mark.slow
+def test_the_page_fits_a_390_px_phone_in_chromium(chromium, executor, served, tmp_path):
+    from test_web_inbox_browser import signed_in
+
+    t = NOW - 86400
+    for i in range(21):
+        put(executor.ledger, "shop.set_prices_for_every_catalogue_entry", at=t + i, wait=90)
+    put(executor.ledger, "shop.delete_product", at=t, status="rejected", action="reject")
+    _, secret = executor.ledger.keys.create("root", {DECIDE_SCOPE})
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page = signed_in(context, served, secret)
+        page.goto(f"{served}/ui/report")
+        card = page.locator('tr[data-tool="shop.set_prices_for_every_catalogue_entry"]')
+        approve = card.locator('td[data-label="Approve"]')
+        assert approve.inner_text() == "100%"
+        shown = approve.evaluate(  # a card: each figure on a line of its own, its label beside it
+            "td => [getComputedStyle(td).display, getComputedStyle(td, '::before').content]"
+        )
+        assert shown == ["flex", '"Approve"']
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        box = card.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= 390
+        suggestion = page.locator("ul.suggestions li").first
+        assert "approved unedited 21 times in a row" in suggestion.inner_text()
+        page.screenshot(path=str(tmp_path / "report-390.png"), full_page=True)
+    finally:
+        context.close()

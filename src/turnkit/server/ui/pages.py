@@ -32,7 +32,7 @@ from turnkit.ledger.records import (
     iso,
 )
 from turnkit.registry.caller import apermissions_now
-from turnkit.server.ui import present, session
+from turnkit.server.ui import present, report, session
 from turnkit.server.ui.session import IDLE_SECONDS, Person, SignIn
 
 __all__ = ["inbox_router", "static_files"]
@@ -209,6 +209,8 @@ def inbox_router(
         return message(request, await person(request), 405, "Use the buttons",
                        "A decision is made with the buttons on the inbox page, not by opening"
                        " its address.")  # fmt: skip
+
+    report.add_report(router, executor, person, page, to_sign_in)  # GET /report (report.py)
 
     @router.get("/{unknown:path}")
     async def unknown_page(request: Request, unknown: str) -> Response:
