@@ -240,6 +240,27 @@ def test_the_command_shows_the_table_the_suggestion_and_json(ledger_url, tmp_pat
     assert "Traceback" not in typo.stdout + typo.stderr
 
 
+@pytest.mark.slow
+def test_the_report_section_runs_as_written(tmp_path):
+    from test_readme import blocks
+
+    (code,) = [code for heading, code in blocks("sh") if heading.startswith("What people decided")]
+    (tmp_path / ".turnkit").mkdir()
+    ledger = open_ledger(tmp_path / ".turnkit" / "turnkit.sqlite")  # the command's default
+    try:
+        for i in range(3):
+            put(ledger, "catalogue.set_prices", at=time.time() - 600 + i, wait=45)
+    finally:
+        ledger.close()
+    path = {"PATH": f"{Path(TURNKIT).parent}:{env()['PATH']}"}
+    done = subprocess.run(["bash", "-c", code], cwd=tmp_path, env=env() | path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if "catalogue.set_prices" in line)
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == [
+        "catalogue.set_prices", "3", "100%", "0%", "0%", "0%", "45s", "45s"]  # fmt: skip
+
+
 def _report(db: str, cwd, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TURNKIT, "report", "approvals", "--db", db, *args], cwd=cwd,
                           env=env(), capture_output=True, text=True, timeout=120)  # fmt: skip

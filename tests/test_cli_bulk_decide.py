@@ -8,15 +8,20 @@ permission provider reading ``rights.json``), loaded by the real ``turnkit`` com
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pexpect
 import pytest
 
 from _shop import prices
 from test_cli import PROVIDER, TURNKIT, App, env, flat, words
-from turnkit import Caller
+from test_readme import blocks
+from turnkit import Caller, open_ledger
+from turnkit.demo import DEMO_CALLER, demo_executor
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
@@ -203,3 +208,47 @@ def test_nothing_pending_says_so(app):
     done = app.decide("approve", "--all", "--tool", "shop.set_prices", "--yes", *PROVIDER)
     assert done.returncode == 0
     assert "no confirmations of shop.set_prices wait for a decision" in flat(done.stdout)
+
+
+SHOWN_ID = "3f2a9c1e-0000-4000-8000-000000000001"
+"""The id the README's ``show`` names (by its first four characters)."""
+
+
+def test_the_terminal_section_runs_as_written(tmp_path):
+    """In a folder whose default ledger holds two of the demo's price writes (one under the id
+    the README shows), each line runs as written; the question is answered with the count."""
+    (code,) = [code for heading, code in blocks("sh") if heading.startswith("At the terminal")]
+    ledger_file = tmp_path / ".turnkit" / "turnkit.sqlite"
+    executor = demo_executor(tmp_path / ".turnkit" / "catalogue.sqlite")
+    ledger = open_ledger(ledger_file)
+    try:
+        change = {"prices": [{"sku": "TEA-0001", "price": 4.2}]}
+        first = executor.execute(DEMO_CALLER, "catalogue.set_prices", change)["confirmation_id"]
+        held = executor.ledger.get_confirmation(first)
+        ledger.set_setting("api_session_write_modules", ["catalogue"])
+        for cid in (first, SHOWN_ID):  # the demo's hold, copied into the CLI's default ledger
+            ledger.create_confirmation(dataclasses.replace(held, id=cid))
+    finally:
+        executor.ledger.close()
+        executor.close()
+        ledger.close()
+    listed, shown, approved = code.strip().splitlines()
+    path = {"PATH": f"{Path(TURNKIT).parent}:{env()['PATH']}"}
+    for line in (listed, shown):
+        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env() | path,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, line + done.stdout + done.stderr
+    assert SHOWN_ID in flat(done.stdout)
+    assert '"sku": "TEA-0001"' in done.stdout
+    child = pexpect.spawn("bash", ["-c", approved], cwd=str(tmp_path), env=env() | path,
+                          encoding="utf-8", timeout=60, dimensions=(50, 160))  # fmt: skip
+    child.expect(words("anything else decides nothing:"))
+    child.sendline("2")
+    out, status = ended(child)
+    assert status == 0, out
+    assert flat(out).count("catalogue.set_prices: ran") == 2
+    ledger = open_ledger(ledger_file)
+    try:
+        assert ledger.get_confirmation(SHOWN_ID).status == "done"
+    finally:
+        ledger.close()
