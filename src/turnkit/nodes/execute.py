@@ -55,7 +55,7 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     settle_run(get_config())  # the state that asked for this round is saved first
 
     thread = _thread(runtime)
-    asked = request_of(state["messages"])
+    asked = request_of(state.get("messages") or [])
 
     def run(call: PendingCall) -> Answer:
         control = _control(runtime, call, bound)
@@ -82,7 +82,7 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     settings, turn = await bound.aturn_settings(state)
     await asettle_run(get_config())
     thread = _thread(runtime)
-    asked = request_of(state["messages"])
+    asked = request_of(state.get("messages") or [])
     runs = []  # a loop, not a closure: this frame lives across the handlers' awaits, and a
     for call in calls:  # closure would keep its locals as cells for the collector to walk
         control = _control(runtime, call, bound)
