@@ -207,13 +207,16 @@ class OutboxRows(ABC):
         ones whose ``next_at`` has come, and sending ones whose claim ran out. One conditional
         statement: the outer ``WHERE`` checks again that each row is still claimable (PostgreSQL
         evaluates it again after waiting for a row's lock), so two workers in two processes
-        never both claim a row while its claim holds. Each claim counts as an attempt."""
+        never both claim a row while its claim holds. The rows are chosen once, in a
+        materialized ``WITH`` (a ``LIMIT`` in an ``IN (...)`` may be evaluated again by
+        PostgreSQL's plan and claim more). Each claim counts as an attempt."""
         rows = self._rows(
-            "UPDATE turnkit_outbox SET state = 'sending', claimed_by = ?, claimed_until = ?,"
-            " attempts = attempts + 1 WHERE id IN (SELECT id FROM turnkit_outbox"
+            "WITH chosen AS MATERIALIZED (SELECT id FROM turnkit_outbox"
             f" WHERE {_CLAIMABLE} ORDER BY next_at, created_at LIMIT ?{self._claim_lock})"
+            " UPDATE turnkit_outbox SET state = 'sending', claimed_by = ?, claimed_until = ?,"
+            " attempts = attempts + 1 WHERE id IN (SELECT id FROM chosen)"
             f" AND {_CLAIMABLE} RETURNING {_DELIVERY_COLUMNS}",
-            (worker, now + lease_seconds, now, now, limit, now, now),
+            (now, now, limit, worker, now + lease_seconds, now, now),
         )
         return sorted((_delivery(row) for row in rows), key=lambda d: (d.created_at, d.id))
 
