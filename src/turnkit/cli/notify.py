@@ -194,12 +194,32 @@ def remove(name: Annotated[str, typer.Argument(help="The target's name.")], db: 
 def run(
     once: Annotated[bool, typer.Option("--once", help="Deliver what is due, then stop.")] = False,
     public_url: PublicUrl = None,
+    lease_seconds: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            help="How long a claimed notification is this worker's; after it (a dead worker)"
+            " another sends it again.",
+        ),
+    ] = 60.0,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds one send may take (keep it below the lease).")
+    ] = 10.0,
     db: Db = None,
 ) -> None:
     """Deliver notifications in the foreground until Ctrl-C (any number of these, and of
     `turnkit serve`'s workers, may run on one database: each notification goes to one)."""
+    if timeout >= lease_seconds:
+        console.print(
+            f"[red]--timeout {timeout:g} is not below --lease-seconds {lease_seconds:g}[/]: a"
+            " send could outlive its claim and another worker would send it too"
+        )
+        raise typer.Exit(USAGE)
     opened = records(db)
-    dispatcher = Dispatcher(opened.storage.ledger, public_url=public_url)
+    dispatcher = Dispatcher(
+        opened.storage.ledger, public_url=public_url, lease_seconds=lease_seconds,
+        timeout=timeout,
+    )  # fmt: skip
     stop = threading.Event()
     try:
         if once:
