@@ -4,13 +4,18 @@ a line with exit status 2."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from _receiver import Receiver
 from _shop import prices
+from test_cli import env
 from turnkit import Caller, Executor, Registry, open_ledger
 from turnkit.cli import app  # internal: the command's typer app, run in this process
 from turnkit.notify import new_secret
@@ -127,3 +132,35 @@ def test_run_once_delivers_what_is_due_and_list_counts_it(notify, ledger_url, sh
     removed = notify("remove", "ops")
     assert removed.exit_code == 0
     assert "no targets yet" in notify("list").output
+
+
+def test_the_notifications_section_runs_as_written(tmp_path):
+    from test_readme import blocks
+
+    (code,) = [code for heading, code in blocks("sh") if heading == "Notifications"]
+    shown = ("--url", "--events", "--smtp-host", "--smtp-port", "--starttls", "--from", "--to",
+             "--user", "--password-env", "--once", "--public-url")  # fmt: skip
+    assert all(flag in code for flag in shown)  # the section shows every option it names
+    path = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-c", code], cwd=tmp_path, env=env() | path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert SECRET.search(said)  # the webhook's secret, made and shown once
+    assert "0 notification(s) tried" in said  # nothing was held yet
+    ledger = open_ledger(str(tmp_path / ".turnkit" / "turnkit.sqlite"))
+    try:
+        names = [(t.name, t.kind, t.events) for t in ledger.notify_targets()]
+        oncall = ledger.notify_target(name="oncall")
+    finally:
+        ledger.close()
+    assert names == [
+        ("approvers", "slack", ("held",)),
+        ("oncall", "email", ("held", "decided", "expired", "ran")),
+        ("ops", "webhook", ("held", "decided")),
+    ]
+    assert oncall.config == {
+        "smtp_host": "smtp.example.com", "smtp_port": 587, "from": "turnkit@example.com",
+        "to": ["oncall@example.com"], "starttls": True, "user": "turnkit",
+        "password_env": "SMTP_PASSWORD",
+    }  # fmt: skip
