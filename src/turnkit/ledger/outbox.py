@@ -8,8 +8,8 @@ they are claimed, marked sent or failed, and given up (dead) by the dispatcher (
 A row goes ``pending`` -> ``sending`` (claimed by one worker until ``claimed_until``) -> ``sent``,
 or back to ``pending`` with a later ``next_at`` when an attempt failed, or ``dead`` when the
 attempts are spent. A ``sending`` row whose claim ran out (its worker died mid-send) is claimable
-again: the one way a notification is sent twice (at least once; docs/architecture.md,
-"Notifications").
+again: the one way a notification is sent twice (at least once; docs/architecture.md
+§12).
 """
 
 from __future__ import annotations

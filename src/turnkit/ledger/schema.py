@@ -239,8 +239,8 @@ SQLITE_TRIGGERS = (
     + "; END",
 )
 """The outbox's triggers on SQLite (and ``MemoryLedger``): the outbox rows of an event are
-written by the statement that makes the event, in its transaction (docs/architecture.md,
-"Notifications"). Without a target a trigger's ``WHEN`` is false and its body does not run."""
+written by the statement that makes the event, in its transaction (docs/architecture.md
+§12). Without a target a trigger's ``WHEN`` is false and its body does not run."""
 
 POSTGRES_OUTBOX_FUNCTION = "turnkit_outbox_event_v1"
 """The trigger function's name; a changed body gets a new version (``setup`` creates a missing

@@ -5,7 +5,7 @@ them at once in worker threads, and marks each sent, or failed with a retry afte
 backoff with jitter, or dead once ``max_attempts`` claims were spent. A worker that dies
 mid-send leaves its rows ``sending`` until their claim runs out; then another worker takes and
 sends them again. That is the one duplicate: at most the rows a dead worker had claimed, each
-with the same ``webhook-id`` (docs/architecture.md, "Notifications").
+with the same ``webhook-id`` (docs/architecture.md §12).
 
 ``run_forever`` is for a thread or a foreground process (``turnkit notify run``);
 ``arun_forever`` for an event loop (every ledger call and send runs in a worker thread);
