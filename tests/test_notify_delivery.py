@@ -261,3 +261,27 @@ def test_a_test_notification_says_what_the_receiver_answered(shop_executor, smtp
     answered = send_ping(mail, PUBLIC)
     assert answered.ok, answered.detail
     assert inbox.messages[0]["Subject"] == "[turnkit] test notification"
+
+
+async def test_the_async_loop_delivers_without_blocking_and_stops_when_told(shop_executor, alice):
+    import asyncio
+
+    secret = new_secret()
+    with Receiver(secret) as receiver:
+        add_target(shop_executor.ledger, "hook", "webhook",
+                   {"url": receiver.url, "secret": secret}, events=["held"], now=0)  # fmt: skip
+        sender = dispatcher(shop_executor)
+        stop = asyncio.Event()
+        loop = asyncio.create_task(sender.arun_forever(stop, idle=0.05))
+        try:
+            await shop_executor.aexecute(alice, "shop.set_prices", prices("TEA-0001"))
+            for _ in range(500):  # bounded: 10 s
+                if receiver.counts:
+                    break
+                await asyncio.sleep(0.02)
+        finally:
+            stop.set()
+            await asyncio.wait_for(loop, 10)
+            sender.close()
+    assert len(receiver.counts) == 1
+    assert receiver.bad_signatures == 0
