@@ -1,8 +1,8 @@
 """``turnkit``: chat with governed tools, list what a caller sees, decide held writes, run the demo.
 
 Thin wiring only: options become a session (``session.py``); turns are run and shown by
-``chat.py`` and ``render.py``; ``confirmations``, ``settings``, ``keys``, ``ledger`` and
-``report`` are sub-commands of their own.
+``chat.py`` and ``render.py``; ``confirmations``, ``settings``, ``keys``, ``ledger``, ``notify``
+and ``report`` are sub-commands of their own.
 A person's mistake is told in one or two lines (``options.friendly``), never as a traceback.
 """
 
@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from turnkit.cli import confirmations, keys, ledger, report, serve, settings
+from turnkit.cli import confirmations, keys, ledger, notify, report, serve, settings
 from turnkit.cli.options import (
     USAGE,
     Act,
@@ -50,6 +50,7 @@ app.add_typer(settings.app, name="settings")
 app.add_typer(keys.app, name="keys")
 app.add_typer(ledger.app, name="ledger")
 app.add_typer(report.app, name="report")
+app.add_typer(notify.app, name="notify")
 app.command()(serve.serve)
 
 
