@@ -17,10 +17,12 @@ from pathlib import Path
 import pexpect
 import pytest
 
+import _cli_app
+import _review_app
 from _shop import prices
 from test_cli import PROVIDER, TURNKIT, App, env, flat, words
 from test_readme import blocks
-from turnkit import Caller, open_ledger
+from turnkit import Caller, Executor, Registry, open_ledger
 from turnkit.demo import DEMO_CALLER, demo_executor
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -252,3 +254,82 @@ def test_the_terminal_section_runs_as_written(tmp_path):
         assert ledger.get_confirmation(SHOWN_ID).status == "done"
     finally:
         ledger.close()
+
+
+# --- more than one approver ----------------------------------------------------------------------
+
+
+class ReviewApp(App):
+    """The ``_review_app`` module (two approvers, separate duties) on the same folder and rights."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(tmp_path)
+        self.rights.write_text(json.dumps({
+            "alice": ["shop.view", "shop.manage"],
+            "bob": ["shop.view", "shop.manage", "system.confirm_any"],
+            "carol": ["shop.view", "shop.manage", "system.confirm_any"],
+        }))  # fmt: skip
+        self.executor.close()
+        self.ledger.set_setting("api_session_write_modules", ["shop", "review"])
+        self.executor = Executor(Registry([_review_app.Review]), ledger=self.ledger,
+                                 permissions=_cli_app.permissions)  # fmt: skip
+
+    def hold_price(self, price: float = 5.0) -> str:
+        held = self.executor.execute(Caller.session("alice"), "review.set_price",
+                                     {"sku": "TEA-0001", "price": price})  # fmt: skip
+        return held["confirmation_id"]
+
+    def decide(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.turnkit("confirmations", *args, "--db", self.db, "--module",
+                            "_review_app:Review", *PROVIDER)  # fmt: skip
+
+
+@pytest.fixture
+def review(tmp_path, monkeypatch) -> Iterator[ReviewApp]:
+    monkeypatch.setenv("TURNKIT_TEST_APP_DIR", str(tmp_path / "app"))
+    made = ReviewApp(tmp_path)
+    yield made
+    made.executor.close()
+    made.ledger.close()
+
+
+def test_a_first_approval_of_two_is_told_as_one_of_two_and_runs_nothing(review):
+    cid = review.hold_price()
+    first = review.decide("approve", cid[:8], "--as", "bob")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "approved 1 of 2: waiting for another approver" in flat(first.stdout)
+    assert review.status(cid) == "pending"
+    assert review.writes() == []
+    second = review.decide("approve", cid[:8], "--as", "carol")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "← ok" in second.stdout
+    assert len(review.writes()) == 1
+
+
+def test_bulk_approval_counts_one_of_two_for_each_and_the_second_approver_runs_each_once(review):
+    held = [review.hold_price(5.0), review.hold_price(6.0)]
+    first = review.decide("approve", "--all", "--tool", "review.set_price", "--yes", "--as", "bob")
+    assert first.returncode == 0, first.stdout + first.stderr
+    for cid in held:
+        assert f"{cid} review.set_price: approved 1 of 2: waiting for another approver" in flat(
+            first.stdout
+        )
+    assert review.writes() == []
+    again = review.decide("approve", "--all", "--yes", "--as", "bob")  # bob once more: no count
+    assert review.writes() == []
+    assert again.returncode in (0, 2), again.stdout
+    second = review.decide("approve", "--all", "--yes", "--as", "carol")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert flat(second.stdout).count("review.set_price: ran") == 2
+    assert sorted(json.loads(w)["input"]["price"] for w in review.writes()) == [5.0, 6.0]
+
+
+def test_the_person_whose_write_it_is_is_refused_under_separate_duties_and_the_status_is_2(
+    review,
+):
+    cid = review.hold_price()
+    done = review.decide("approve", "--all", "--yes", "--as", "alice")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{cid} review.set_price: refused (forbidden)" in flat(done.stdout)
+    assert review.status(cid) == "pending"
+    assert review.writes() == []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import _review_app
 from _shop import prices
 from test_cli import TURNKIT, env, flat
 from turnkit import Caller, Confirmation, Executor, Registry, StaticPermissions, open_ledger
@@ -157,3 +158,26 @@ def test_show_of_an_ambiguous_prefix_asks_for_more(tmp_path):
     done = show(db, tmp_path, "abcd")
     assert done.returncode == 2
     assert "'abcd' is the start of several confirmations" in flat(done.stdout)
+
+
+def test_show_of_writes_held_by_the_executor_has_their_preview_or_why_not(tmp_path, monkeypatch):
+    """``_review_app``'s price write previews before and after; its drop's preview fails."""
+    monkeypatch.setenv("TURNKIT_TEST_APP_DIR", str(tmp_path))
+    db = str(tmp_path / "ledger.sqlite")
+    ledger = open_ledger(db)
+    rights = StaticPermissions({"alice": {"shop.manage"}})
+    executor = Executor(Registry([_review_app.Review]), ledger=ledger, permissions=rights)
+    try:
+        ledger.set_setting("api_session_write_modules", ["review"])
+        alice = Caller.session("alice")
+        priced = executor.execute(alice, "review.set_price", {"sku": "TEA-0001", "price": 5.0})
+        dropped = executor.execute(alice, "review.drop_item", {"sku": "TEA-0001"})
+    finally:
+        executor.close()
+        ledger.close()
+    out = show(db, tmp_path, priced["confirmation_id"]).stdout
+    assert '"before": 4.5,' in out
+    assert '"after": 5.0' in out
+    assert "approvals 0 of 2; the caller may not approve it (separate duties)" in flat(out)
+    out = flat(show(db, tmp_path, dropped["confirmation_id"]).stdout)
+    assert "preview unavailable: it failed: LookupError: the catalogue is offline" in out

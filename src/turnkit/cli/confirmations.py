@@ -270,7 +270,7 @@ def _decide(
             case Refused(code="cannot_decide_here", message=message):  # this command's settings
                 console.print(f"[red]{escape(message)}[/]")
                 raise typer.Exit(USAGE)
-        counted = waiting(answer, opened.executor.confirmation(held.id) or held)
+        counted = waiting(answer)
         if counted is not None:  # more approvals are needed: nothing ran yet
             console.print(f"  [yellow]{escape(counted)}[/]")
             return

@@ -47,12 +47,15 @@ def decide_one(opened: Session, held: Confirmation, decision: Any, decider: str)
     return opened.executor.decide(held.id, Caller.session(decider), decision)
 
 
-def waiting(answer: Answer, held: Confirmation) -> str | None:
+def waiting(answer: Answer) -> str | None:
     """``approved 1 of 2: waiting for another approver`` when the approval was counted and more
-    are needed, else None."""
-    if not isinstance(answer, Held) or answer.already_decided:
+    are needed (a ``Held`` answer to an approver carries the count), else None."""
+    if not isinstance(answer, Held) or answer.already_decided or answer.approvals_needed is None:
         return None
-    return f"approved {_given(answer, held)}: waiting for another approver"
+    return (
+        f"approved {answer.approvals_given} of {answer.approvals_needed}: waiting for another"
+        " approver"
+    )
 
 
 def told(answer: Answer, held: Confirmation) -> str:
@@ -66,15 +69,10 @@ def told(answer: Answer, held: Confirmation) -> str:
         case Rejected():
             return "[yellow]rejected[/]: nothing ran"
         case Held():
-            return f"[yellow]{escape(waiting(answer, held) or 'still held')}[/]"
+            return f"[yellow]{escape(waiting(answer) or 'still held')}[/]"
         case Refused(code=code, message=message):
             return f"[red]refused ({escape(code)})[/]: {escape(message)}"
     return escape(render.compact(answer.to_json(), 100))
-
-
-def _given(answer: Held, held: Confirmation) -> str:
-    """``1 of 2``: the approvals counted now, of those needed."""
-    return f"{held.approvals_given} of {held.approvals_needed}"
 
 
 def _demo_rights(opened: Session) -> str:
