@@ -314,6 +314,7 @@ def test_the_page_shows_everyones_figures_to_a_person_who_decides_for_others(exe
                 " let such calls through") in page.text  # fmt: skip
         assert "your own confirmations only" not in page.text
         assert 'href="/ui/report"' in root.get("/ui/").text  # linked from every page
+        assert 'href="/ui/history?tool=shop.delete_product"' in page.text  # its decisions
         recent = root.get("/ui/report", params={"since": "1d"})
         assert "No confirmations yet in the last day" in recent.text
         odd = root.get("/ui/report", params={"since": "<script>"})

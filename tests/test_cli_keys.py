@@ -72,6 +72,20 @@ def test_json_create_gives_the_secret_to_scripts(tmp_path):
     assert data["scopes"] == []
 
 
+def test_a_key_is_named_for_approvers_and_the_name_is_listed(tmp_path):
+    db = str(tmp_path / "t.sqlite")
+    made = keys("create", "--user", "alice", "--name", "billing bot", db=db, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "(billing bot) for alice" in made.stdout
+    assert "billing bot" in keys("list", db=db, cwd=tmp_path).stdout
+    (row,) = json.loads(keys("list", "--json", db=db, cwd=tmp_path).stdout)
+    assert row["name"] == "billing bot"
+    blank = keys("create", "--user", "alice", "--name", " ", db=db, cwd=tmp_path)
+    assert blank.returncode == 2
+    assert "a key's name is 1 to 100 printable characters" in blank.stdout
+    assert "Traceback" not in blank.stdout + blank.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
