@@ -145,8 +145,7 @@ def test_a_keys_name_and_user_are_kept_with_its_hold(ex):
 
 
 def test_a_key_name_is_checked():
-    from turnkit import MemoryLedger
-    from turnkit.errors import CallerError
+    from turnkit import CallerError, MemoryLedger
 
     with pytest.raises(CallerError, match="name"):
         MemoryLedger().keys.create("alice", [], name="  ")
