@@ -207,7 +207,7 @@ def preview_shown(preview: Preview | None) -> PreviewShown | None:
     return PreviewShown(tree=node(preview.value))
 
 
-_UNITS = ((45 * 60, 60, "minute"), (22 * 3600, 3600, "hour"), (float("inf"), 86400, "day"))
+_UNITS = ((90 * 60, 60, "minute"), (36 * 3600, 3600, "hour"), (float("inf"), 86400, "day"))
 """(below, size, name): a span shorter than ``below`` is said in units of ``size`` seconds
 (``inbox.js`` says it the same way)."""
 
@@ -216,8 +216,8 @@ def ago(at: float, now: float) -> str:
     """How long before (or after) ``now`` the moment ``at`` is, as a person says it.
 
     Example:
-        >>> ago(1000.0, 1300.0), ago(1000.0, 1010.0), ago(1000.0, 820.0), ago(0.0, 90000.0)
-        ('5 minutes ago', 'just now', 'in 3 minutes', '1 day ago')
+        >>> ago(1000.0, 1300.0), ago(1000.0, 1010.0), ago(1000.0, 820.0), ago(0.0, 200000.0)
+        ('5 minutes ago', 'just now', 'in 3 minutes', '2 days ago')
     """
     seconds = now - at
     span = abs(seconds)

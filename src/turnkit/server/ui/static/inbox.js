@@ -55,7 +55,7 @@
 
   var loaded = Date.now();
   var serverNow = parseFloat(document.body.dataset.now || "");
-  var units = [[45 * 60, 60, "minute"], [22 * 3600, 3600, "hour"], [Infinity, 86400, "day"]];
+  var units = [[90 * 60, 60, "minute"], [36 * 3600, 3600, "hour"], [Infinity, 86400, "day"]];
 
   function ago(at, now) {  // the same words as present.ago on the server
     var seconds = now - at, span = Math.abs(seconds);
