@@ -134,6 +134,7 @@ def test_the_history_shows_the_arguments_a_rejects_reason_and_how_long_ago(alice
     assert "<b>before" not in page
     assert "TEA-0003" in page.split(f'<tr data-id="{held}">')[1]  # the arguments follow the row
     assert "no write ran (rejected)" in row
+    assert "<td>rejected</td>" in row
 
 
 def test_relative_times_read_as_a_person_says_them():

@@ -558,7 +558,7 @@ async def _history(
             "id": held.id,
             "tool": held.tool,
             "caller": present.asked_by(held.caller),
-            "state": held.status,
+            "status": held.status,
             "arguments": present.node(held.input),
         }
         | _decision_shown(held, now)
