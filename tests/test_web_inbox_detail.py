@@ -230,3 +230,17 @@ def test_many_holds_of_one_tool_are_folded_and_their_buttons_state_the_size(alic
     assert alone in cards(page)
     assert alone not in cards(group)
     assert "Approve all" not in page.split('<section class="group"')[0]
+
+
+def test_an_invalid_edit_sent_from_the_detail_page_shows_there_beside_its_field(
+    alice, executor, shop
+):
+    held = hold(executor, "TEA-0001")
+    page = alice.get(f"/ui/confirmations/{held}")
+    form = {"csrf": csrf_of(page), "back": "detail", "/prices/0/price": "-3"}
+    refused = alice.post(f"/ui/confirmations/{held}/edit", data=form)
+    assert refused.status_code == 422
+    assert '<article class="detail"' in refused.text
+    assert re.search(r'name="/prices/0/price" value="-3"\s+aria-invalid="true"', refused.text)
+    assert shop.writes() == []
+    assert executor.ledger.get_confirmation(held).status == "pending"
