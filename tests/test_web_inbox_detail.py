@@ -11,14 +11,15 @@ import html
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
 
 from _doors import cards, csrf_of, history_row
 from _serving import uvicorn_serving
-from _shop import prices
-from turnkit import Caller
+from _shop import Shop, prices
+from turnkit import Caller, Executor, Registry, Settings, StaticPermissions
 from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.server import create_app
 from turnkit.server.ui.pages import GROUP_OVER
@@ -244,3 +245,137 @@ def test_an_invalid_edit_sent_from_the_detail_page_shows_there_beside_its_field(
     assert re.search(r'name="/prices/0/price" value="-3"\s+aria-invalid="true"', refused.text)
     assert shop.writes() == []
     assert executor.ledger.get_confirmation(held).status == "pending"
+
+
+# --- previews, context and quorum (the tool declares them; the executor keeps them) ------------
+
+
+class Reviewed(Shop):
+    """The test shop whose writes say what they would change; a delete needs two people, never
+    the one whose call it is."""
+
+    def preview_prices(self, input: dict, ctx: Any) -> dict:
+        assert ctx.dry_run
+        changes = [{"sku": p["sku"], "before": 4.5, "after": p["price"]} for p in input["prices"]]
+        return {"changes": changes}
+
+    def preview_delete(self, input: dict, ctx: Any) -> dict:
+        if input["sku"] == "TEA-0666":
+            raise RuntimeError("the catalogue is down")
+        return {"would_delete": {"sku": input["sku"], "name": "<script>alert('row')</script>"}}
+
+    def api_tools(self) -> list[dict]:
+        tools = {t["name"]: t for t in super().api_tools()}
+        tools["shop.set_prices"]["preview"] = self.preview_prices
+        tools["shop.delete_product"] |= {"preview": self.preview_delete, "approvals": 2,
+                                         "separate_duties": True}  # fmt: skip
+        return list(tools.values())
+
+
+@pytest.fixture
+def reviewed(ledger, tmp_path, clock) -> Iterator[tuple[Executor, Reviewed]]:
+    """An executor on ``Reviewed``; alice manages the shop, carol and dave decide for anyone."""
+    shop = Reviewed(tmp_path / "reviewed.log")
+    rights = StaticPermissions(
+        {
+            "alice": {"shop.view", "shop.manage"},
+            "carol": {"shop.view", "system.confirm_any"},
+            "dave": {"shop.view", "system.confirm_any"},
+        }
+    )
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights,
+                        settings=Settings(handler_timeout=2.0), clock=clock)  # fmt: skip
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    yield executor, shop
+    executor.close()
+
+
+@pytest.fixture
+def reviewed_url(reviewed) -> Iterator[str]:
+    with uvicorn_serving(create_app(reviewed[0], mcp_path=None)) as url:
+        yield url
+
+
+ASKED = {"user": "Cut <b>tea</b> prices by 10%, please", "model": "I will set TEA-0001 to 5.0."}
+
+
+def test_the_detail_page_shows_the_preview_and_the_request_as_plain_text(reviewed, reviewed_url):
+    executor, shop = reviewed
+    held = executor.execute(ALICE, "shop.set_prices", prices("TEA-0001"), thread="conv-9",
+                            request=ASKED)["confirmation_id"]  # fmt: skip
+    with person(reviewed_url, executor) as alice:
+        inbox = alice.get("/ui/")
+        page = alice.get(f"/ui/confirmations/{held}")
+    card = inbox.text.split(f'data-id="{held}"')[1]
+    assert "Preview of what will change" in card
+    assert "approvals</span>" not in card  # one approval: nothing to count
+    said = text_of(page.text)
+    assert "Preview: what the write would change" in said
+    assert re.search(r"changes.*before.*after.*4\.5.*5\.0", said)
+    assert "Cut <b>tea</b> prices by 10%, please" in said  # as text
+    assert "Cut &lt;b&gt;tea&lt;/b&gt; prices" in page.text
+    assert "I will set TEA-0001 to 5.0." in said
+    assert "preview unavailable" not in said
+    assert shop.writes() == []
+
+
+def test_four_eyes_show_one_of_two_and_the_caller_is_refused_on_the_page(reviewed, reviewed_url):
+    executor, shop = reviewed
+    asked = {"user": "<script>alert(1)</script>"}
+    held = executor.execute(ALICE, "shop.delete_product", {"sku": "TEA-0002"}, request=asked)
+    held = held["confirmation_id"]
+    with person(reviewed_url, executor, "carol") as carol:
+        token = csrf_of(carol.get("/ui/"))
+        first = carol.post(f"/ui/confirmations/{held}/approve",
+                           data={"csrf": token, "back": "detail"})  # fmt: skip
+        assert first.status_code == 200
+        said = text_of(first.text)
+        assert "1 of 2 approvals" in said
+        assert "nothing runs until another person approves it" in said
+        assert "The caller may not approve it" in said
+        assert re.search(r"carol approved (just now|\d+ \w+ ago)", said)
+        assert "<script>alert(1)</script>" in said
+        assert "<script>alert(1)" not in first.text
+        assert "&lt;script&gt;alert(&#39;row&#39;)&lt;/script&gt;" in first.text  # the preview
+        card = carol.get("/ui/").text.split(f'data-id="{held}"')[1]
+        assert '<span class="quorum">1 of 2 approvals</span>' in card
+    with person(reviewed_url, executor, "alice") as alice:
+        own = alice.post(f"/ui/confirmations/{held}/approve",
+                         data={"csrf": csrf_of(alice.get("/ui/"))})  # fmt: skip
+        assert own.status_code == 422
+        assert "Nothing was applied" in own.text
+    assert shop.writes() == []
+    with person(reviewed_url, executor, "dave") as dave:
+        done = dave.post(f"/ui/confirmations/{held}/approve",
+                         data={"csrf": csrf_of(dave.get("/ui/")), "back": "detail"})  # fmt: skip
+        assert "approved; the write ran" in text_of(done.text)
+    assert len(shop.writes()) == 1
+
+
+def test_a_bulk_approve_of_four_eyes_writes_says_each_waits_for_another_person(
+    reviewed, reviewed_url
+):
+    executor, shop = reviewed
+    held = [executor.execute(ALICE, "shop.delete_product", {"sku": f"TEA-000{n}"})
+            ["confirmation_id"] for n in range(2)]  # fmt: skip
+    with person(reviewed_url, executor, "carol") as carol:
+        token = csrf_of(carol.get("/ui/"))
+        sent = {"csrf": token, "action": "approve", "confirmed": "yes", "id": held}
+        done = carol.post("/ui/bulk", data=sent)
+    assert set(re.findall(r'data-kind="([a-z_]+)"', done.text)) == {"waiting"}
+    assert text_of(done.text).count("1 of 2 approvals") == 2
+    assert shop.writes() == []
+
+
+def test_a_failed_preview_and_a_cut_one_are_said_so(reviewed, reviewed_url):
+    executor, _ = reviewed
+    failed = executor.execute(ALICE, "shop.delete_product", {"sku": "TEA-0666"})
+    executor.ledger.set_setting("agent_tool_result_chars", 60)
+    many = prices(*[f"TEA-{n:04d}" for n in range(20)])
+    cut = executor.execute(ALICE, "shop.set_prices", many)
+    with person(reviewed_url, executor) as alice:
+        unavailable = text_of(alice.get(f"/ui/confirmations/{failed['confirmation_id']}").text)
+        shortened = text_of(alice.get(f"/ui/confirmations/{cut['confirmation_id']}").text)
+    assert "preview unavailable: it failed: RuntimeError: the catalogue is down" in unavailable
+    assert "(cut at 60 characters)" in shortened
+    assert '{"changes":[{"sku":"TEA-0000"' in shortened
