@@ -30,6 +30,7 @@ EXPECTED = [
     "PermissionProvider",
     "PostgresLedger",
     "ProviderError",
+    "Quorum",
     "Registry",
     "Response",
     "ResumeError",

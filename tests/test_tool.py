@@ -99,7 +99,7 @@ def test_build_returns_the_problems_without_raising():
 
 def test_build_reports_unknown_fields_with_the_known_ones():
     problems = Tool.problems(admin(scopes=["x"]))
-    assert problems[0].startswith("scopes: unknown field; known fields: annotations, audience")
+    assert problems[0].startswith("scopes: unknown field; known fields: annotations, approvals")
 
 
 # --- name -------------------------------------------------------------------------------------

@@ -187,6 +187,30 @@ class Catalogue:
             return {"deleted": False, "sku": sku, "message": _not_found(sku)}
         return {"deleted": True, "product": dict(row)}
 
+    def preview_prices(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]:
+        """What ``set_prices`` would change, read without writing: each product's price before
+        and after, and the skus that match no product (for the people who approve it)."""
+        wanted = {e["sku"]: round(float(e["price"]), 2) for e in input["prices"]}
+        with self.connection() as conn:
+            marks = ", ".join("?" for _ in wanted)
+            rows = conn.execute(
+                f"SELECT sku, name, price FROM products WHERE sku IN ({marks})", list(wanted)
+            ).fetchall()
+        found = {row["sku"]: row for row in rows}
+        changes = [
+            {"sku": sku, "name": found[sku]["name"], "before": found[sku]["price"], "after": price}
+            for sku, price in wanted.items()
+            if sku in found
+        ]
+        return {"changes": changes, "unknown_skus": [sku for sku in wanted if sku not in found]}
+
+    def preview_delete(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]:
+        """What ``delete_product`` would remove: the whole row, or that no product has the sku."""
+        found = self.get_product(input, ctx)
+        if not found["found"]:
+            return {"would_delete": None, "message": found["message"]}
+        return {"would_delete": found["product"]}
+
 
 def _not_found(sku: str) -> str:
     return (

@@ -145,7 +145,8 @@ _DELETE_OUTPUT = {
 
 
 class Handlers(Protocol):
-    """The handlers of the four tools (``Catalogue``'s methods)."""
+    """The handlers of the four tools and the previews of the two writes (``Catalogue``'s
+    methods)."""
 
     def list_products(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
 
@@ -154,6 +155,10 @@ class Handlers(Protocol):
     def set_prices(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
 
     def delete_product(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
+
+    def preview_prices(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
+
+    def preview_delete(self, input: dict[str, Any], ctx: Any = None) -> dict[str, Any]: ...
 
 
 def declarations(catalogue: Handlers) -> list[dict[str, Any]]:
@@ -204,6 +209,7 @@ def declarations(catalogue: Handlers) -> list[dict[str, Any]]:
             "scope": WRITE_SCOPE,
             "permission": MANAGE,
             "handler": catalogue.set_prices,
+            "preview": catalogue.preview_prices,
             "annotations": {"idempotent": True},
             "input_schema": _SET_PRICES_INPUT,
             "output_schema": _SET_PRICES_OUTPUT,
@@ -220,6 +226,7 @@ def declarations(catalogue: Handlers) -> list[dict[str, Any]]:
             "scope": WRITE_SCOPE,
             "permission": MANAGE,
             "handler": catalogue.delete_product,
+            "preview": catalogue.preview_delete,
             "annotations": {"destructive": True},
             "danger": "always",
             "input_schema": _SKU_INPUT,

@@ -125,14 +125,22 @@ class Held(_Answer):
     """The confirmation in the ledger, decided with ``Executor.confirm``."""
     expires_at: str
     """When it expires undecided (ISO 8601, UTC)."""
+    approvals_given: int | None = None
+    """To an approver of a write that needs more than one: the approvals that count so far
+    (theirs included); None on a hold's own answer."""
+    approvals_needed: int | None = None
+    """How many it needs (``approvals=N``); None on a hold's own answer."""
 
     def _body(self) -> AnswerJSON:
-        return {
+        body: AnswerJSON = {
             "executed": False,
             "status": "confirmation_required",
             "confirmation_id": self.confirmation_id,
             "expires_at": self.expires_at,
         }
+        if self.approvals_needed is not None:
+            body["approvals"] = {"given": self.approvals_given, "needed": self.approvals_needed}
+        return body
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +231,14 @@ def answer_from_json(data: object) -> Answer:
             "expires_at": str(expires_at),
         } if len(body) == 4:
             answer = Held(confirmation_id, expires_at)
+        case {
+            "executed": False,
+            "status": "confirmation_required",
+            "confirmation_id": str(confirmation_id),
+            "expires_at": str(expires_at),
+            "approvals": {"given": int(given), "needed": int(needed)},
+        } if len(body) == 5 and len(body["approvals"]) == 2:
+            answer = Held(confirmation_id, expires_at, given, needed)
         case {
             "executed": False,
             "dry_run": True,

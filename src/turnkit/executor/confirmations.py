@@ -17,7 +17,14 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from turnkit.executor import steps
-from turnkit.executor.answers import NO_REASON, Answer, Refused, Rejected, answer_from_json
+from turnkit.executor.answers import (
+    NO_REASON,
+    Answer,
+    Held,
+    Refused,
+    Rejected,
+    answer_from_json,
+)
 from turnkit.executor.closing import close_held, expire
 from turnkit.executor.door import door_refusal
 from turnkit.executor.effects import Environment, Pause, Permissions, Steps, on_ledger
@@ -41,6 +48,7 @@ __all__ = [
     "DECIDE_SCOPE",
     "Decision",
     "DecisionAction",
+    "approver_of",
     "confirm_steps",
     "could_be_id",
     "current_steps",
@@ -49,6 +57,7 @@ __all__ = [
     "key_holds_steps",
     "parse_decision",
     "refusal_for_others",
+    "same_person",
 ]
 
 CONFIRM_ANY = "system.confirm_any"
@@ -223,6 +232,12 @@ def confirm_steps(
         return (yield from _settled(env, held.id, settings.handler_timeout))
 
     edit = parsed.action == "edit"
+    if held.separate_duties and same_person(decider, held.caller):
+        return Refused(
+            "forbidden",
+            f"confirmation {held.id!r} needs another person's approval (separate duties): the"
+            " person whose write it is may not approve or edit it; they may still reject it",
+        )
     blocked = yield from door_refusal(env, held, settings, overrides, edit=edit)
     if blocked is not None:  # this door cannot run it as it was held: it stays pending
         return blocked
@@ -244,6 +259,11 @@ def confirm_steps(
         problem, new_input, new_hash = _checked_edit(env, held, parsed, settings)
         if problem is not None:
             return problem
+    if held.approvals_needed > 1:  # one of several approvals: recorded, the last one runs it
+        waiting = yield from _approve_one(env, held, decider, new_input, new_hash, now)
+        if waiting is not None:
+            return waiting
+        new_input, new_hash = None, None  # an edit is in place already
     token = secrets.token_urlsafe(24)
     won = yield on_ledger(
         Ledger.claim_confirmation,
@@ -256,6 +276,12 @@ def confirm_steps(
         input_hash=new_hash,
         key_id=None if key is None else key.id,
     )
+    if not won and held.approvals_needed > 1:  # another approval came, or an edit reset them
+        waiting = yield from _still_waiting(held.id)
+        if waiting is not None:
+            return waiting
+    if held.approvals_needed > 1 and won:  # the input the approvals were given for
+        held = (yield on_ledger(Ledger.get_confirmation, held.id)) or held
     if not won:  # another process decided first, the time ran out, or the key went just now
         if key is not None:
             now_key: ApiKey | None = yield on_ledger(Ledger.api_key, key.id)
@@ -293,6 +319,65 @@ def confirm_steps(
     outcome = answer.to_json()  # as the ledger stores it
     yield on_ledger(Ledger.finish_confirmation, held.id, outcome)
     return answer
+
+
+def same_person(decider: Caller, held: Caller) -> bool:
+    """Whether ``decider`` is the person ``held`` acts for: the same caller, or any key or
+    session of the same user (separate duties are between people, not between their keys)."""
+    return decider.identity == held.identity or (
+        decider.user_id is not None and decider.user_id == held.user_id
+    )
+
+
+def approver_of(decider: Caller) -> str:
+    """Who an approval counts for: the person (``user:<id>``) when the decider has a user, so
+    two keys of one person are one approver; else the caller's identity."""
+    return f"user:{decider.user_id}" if decider.user_id else decider.identity
+
+
+def _approve_one(
+    env: Environment,
+    held: Confirmation,
+    decider: Caller,
+    new_input: dict[str, Any] | None,
+    new_hash: str | None,
+    now: float,
+) -> Steps[Answer | None]:
+    """Record ``decider``'s approval of a write that needs several (an edit first replaces its
+    input: approvals given for the old one count no more). None when the approvals that count
+    may now be enough: the caller tries to claim it. Else the answer for the decider: waiting
+    for more, or why theirs was not recorded."""
+    digest = held.input_hash
+    if new_input is not None and new_hash is not None:
+        if not (yield on_ledger(Ledger.edit_pending, held.id, new_input, new_hash, now)):
+            return (yield from _decided_before(env, held.id, env.defaults.handler_timeout))
+        digest = new_hash
+    recorded = yield on_ledger(Ledger.add_approval, held.id, approver_of(decider), digest, now)
+    current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, held.id)
+    if current is None or current.status != "pending":
+        return (yield from _decided_before(env, held.id, env.defaults.handler_timeout))
+    if not recorded and current.input_hash != digest:
+        return Refused(
+            "in_progress",
+            f"the arguments of confirmation {held.id!r} were edited by someone else while you"
+            " decided: your approval was not recorded. Look at them again",
+        )
+    if current.approvals_given >= current.approvals_needed:
+        return None
+    return _progress(current)
+
+
+def _still_waiting(confirmation_id: str) -> Steps[Answer | None]:
+    """After a claim that lost: the progress of a confirmation still pending, or None."""
+    current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
+    if current is None or current.status != "pending":
+        return None
+    return _progress(current)
+
+
+def _progress(held: Confirmation) -> Held:
+    """The answer to an approver of a write that still needs more approvals."""
+    return Held(held.id, held.expires_at_iso, held.approvals_given, held.approvals_needed)
 
 
 def could_be_id(confirmation_id: object) -> bool:

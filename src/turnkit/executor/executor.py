@@ -31,6 +31,7 @@ from turnkit.executor.confirmations import (
 from turnkit.executor.drivers import adrive, drive
 from turnkit.executor.effects import Environment, Orphans, Permissions, on_ledger
 from turnkit.executor.pipeline import Call, enabled_now, execute_steps, settings_now
+from turnkit.executor.previews import bounded_request
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
 from turnkit.ledger.keys import ApiKey
@@ -265,6 +266,7 @@ class Executor:
         settings: Settings | None = None,
         thread: str | None = None,
         wait: bool = True,
+        request: Mapping[str, str] | None = None,
     ) -> AnswerJSON:
         """Run ``name`` with ``input`` for ``caller`` through the ten steps; never raises for bad
         input, only answers (``{"executed": ..., "status": ...}``).
@@ -275,12 +277,22 @@ class Executor:
         by default they are read from the ledger for this call. Settings built any other way
         replace the operator's overrides for the call: pass only what ``settings_now()`` gave.
         ``thread``: the conversation the call belongs to, kept with a hold (listed and filtered
-        by it). ``wait``: a repeat of an idempotency key whose first call still runs waits for
-        its answer (up to ``handler_timeout`` + 1 s; the default, for code in one process) or,
-        with False, answers ``in_progress`` at once with ``retry_after`` (what REST and MCP do).
+        by it). ``request``: what led to the call — ``{"user": the person's message, "model":
+        the model's text}`` — kept, bounded, with a hold for its approvers. ``wait``: a repeat
+        of an idempotency key whose first call still runs waits for its answer (up to
+        ``handler_timeout`` + 1 s; the default, for code in one process) or, with False, answers
+        ``in_progress`` at once with ``retry_after`` (what REST and MCP do).
         """
         return self.call(
-            caller, name, input, control, allow=allow, settings=settings, thread=thread, wait=wait
+            caller,
+            name,
+            input,
+            control,
+            allow=allow,
+            settings=settings,
+            thread=thread,
+            wait=wait,
+            request=request,
         ).to_json()
 
     async def aexecute(
@@ -294,10 +306,19 @@ class Executor:
         settings: Settings | None = None,
         thread: str | None = None,
         wait: bool = True,
+        request: Mapping[str, str] | None = None,
     ) -> AnswerJSON:
         """Async twin of ``execute``: sync handlers and ledger work run in worker threads."""
         answer = await self.acall(
-            caller, name, input, control, allow=allow, settings=settings, thread=thread, wait=wait
+            caller,
+            name,
+            input,
+            control,
+            allow=allow,
+            settings=settings,
+            thread=thread,
+            wait=wait,
+            request=request,
         )
         return answer.to_json()
 
@@ -312,11 +333,12 @@ class Executor:
         settings: Settings | None = None,
         thread: str | None = None,
         wait: bool = True,
+        request: Mapping[str, str] | None = None,
     ) -> Answer:
         """``execute``, its answer a typed value to match on instead of JSON: ``Ran``,
         ``Held``, ``DryRun``, ``Rejected`` or ``Refused`` (``turnkit.executor.answers``; its
         ``to_json()`` is what ``execute`` returns). turnkit's own doors call this."""
-        call = self._call(caller, name, input, control, allow, settings, thread, wait)
+        call = self._call(caller, name, input, control, allow, settings, thread, wait, request)
         return drive(execute_steps(self._env, call), self._env)
 
     async def acall(
@@ -330,9 +352,10 @@ class Executor:
         settings: Settings | None = None,
         thread: str | None = None,
         wait: bool = True,
+        request: Mapping[str, str] | None = None,
     ) -> Answer:
         """Async twin of ``call``."""
-        call = self._call(caller, name, input, control, allow, settings, thread, wait)
+        call = self._call(caller, name, input, control, allow, settings, thread, wait, request)
         return await adrive(execute_steps(self._env, call), self._env)
 
     @staticmethod
@@ -345,6 +368,7 @@ class Executor:
         settings: Settings | None,
         thread: str | None,
         wait: bool,
+        request: Mapping[str, str] | None = None,
     ) -> Call:
         if not isinstance(caller, Caller):
             raise TypeError(f"caller must be a turnkit Caller, got {type(caller).__name__}")
@@ -358,6 +382,7 @@ class Executor:
             settings=settings,
             thread=thread if isinstance(thread, str) and steps.plain_text(thread) else None,
             wait=wait,
+            request=bounded_request(request),
         )
 
     # --- confirmations ----------------------------------------------------------------------

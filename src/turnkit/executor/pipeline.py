@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from turnkit.errors import ToolError
-from turnkit.executor import steps
+from turnkit.executor import previews, steps
 from turnkit.executor.answers import Answer, DryRun, Held, Ran, Refused, answer_from_json
 from turnkit.executor.closing import expire_overdue
 from turnkit.executor.effects import (
@@ -40,7 +40,7 @@ from turnkit.registry.context import CallContext
 from turnkit.registry.declaration import fingerprint
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
-from turnkit.registry.tool import Tool
+from turnkit.registry.tool import Quorum, Tool
 from turnkit.registry.visibility import Allow, hidden_reason
 
 log = logging.getLogger("turnkit.executor")
@@ -77,6 +77,8 @@ class Call:
     """When this call reserved its idempotency key (a repeat's staleness counts from it)."""
     thread: str | None = None
     """The conversation (thread) whose turn makes the call; kept with a hold."""
+    request: dict[str, str] | None = None
+    """The request that led to the call (``user``, ``model`` texts, bounded); kept with a hold."""
     wait: bool = True
     """Whether a repeat of a running idempotency key waits for the first call's outcome (in
     process) or answers ``in_progress`` at once (over HTTP: the client retries)."""
@@ -202,7 +204,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     # 6. dry run: nothing charged, held or run
     if dry:
         would_hold = yield from _needs_hold(tool, caller, value, ctx)
-        return DryRun(would_hold, (yield from _cost(tool, value)))
+        return DryRun(bool(would_hold), (yield from _cost(tool, value)))
 
     try:
         outcome = yield from _hold_charge_run(env, call, checked, None)
@@ -230,7 +232,7 @@ def enabled_now(registry: Registry, modules: list[str | None]) -> Steps[dict[str
     return flags
 
 
-def _needs_hold(tool: Tool, caller: Caller, value: Any, ctx: CallContext) -> Steps[bool]:
+def _needs_hold(tool: Tool, caller: Caller, value: Any, ctx: CallContext) -> Steps[bool | Quorum]:
     if callable(tool.danger):
         return (yield UserCode(steps.needs_hold, (tool, caller, value, ctx)))
     return steps.needs_hold(tool, caller, value, ctx)
@@ -280,8 +282,10 @@ def _hold_charge_run(
     # 7. hold for a person, unless a person approved this very call; the hold reserves its
     # cost now (a hold is work a person must do: it is not free)
     cost = yield from _cost(tool, value)
-    if approved is None and (yield from _needs_hold(tool, caller, value, ctx)):
-        return (yield from _hold(env, call, checked, cost, now))
+    if approved is None:
+        need = yield from _needs_hold(tool, caller, value, ctx)
+        if need:
+            return (yield from _hold(env, call, checked, cost, now, need))
 
     # 8. rate limit (an approved write spent its units when it was held)
     if approved is not None:
@@ -321,12 +325,17 @@ def _hold_charge_run(
     return _result_answer(call, tool, outcome, settings)
 
 
-def _hold(env: Environment, call: Call, checked: Checked, cost: int, now: float) -> Steps[Answer]:
-    """Step 7: store a pending confirmation, its cost reserved, within the caller's cap."""
+def _hold(
+    env: Environment, call: Call, checked: Checked, cost: int, now: float, need: bool | Quorum
+) -> Steps[Answer]:
+    """Step 7: store a pending confirmation, its cost reserved, within the caller's cap, with
+    what its approvers need: the tool's preview, the request, the key's name, the quorum."""
     caller, tool, settings = call.caller, checked.tool, checked.settings
     refused, window = yield from _charge(caller, cost, settings, now)
     if refused is not None:
         return refused
+    preview = yield from previews.preview_of(tool, checked.value, checked.ctx)
+    approvals, separate = previews.quorum(tool, need)
     confirmation = Confirmation(
         id=str(uuid.uuid4()),
         caller=caller,
@@ -342,6 +351,11 @@ def _hold(env: Environment, call: Call, checked: Checked, cost: int, now: float)
         thread_id=call.thread,
         reserved_units=0 if window is None else cost,
         reserved_window=window,
+        preview=preview,
+        request=call.request,
+        caller_name=(yield from previews.caller_name(caller)),
+        approvals_needed=approvals,
+        separate_duties=separate,
     )
     cap = settings.max_pending_holds or None
     if (yield on_ledger(Ledger.create_confirmation, confirmation, max_pending=cap)):

@@ -19,7 +19,7 @@ from turnkit.registry.control import CONTROL_FIELDS, CONTROL_TYPES
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.registry.schema import VIOLATIONS_SHOWN
 from turnkit.registry.settings import Settings
-from turnkit.registry.tool import Tool
+from turnkit.registry.tool import Quorum, Tool
 
 log = logging.getLogger("turnkit.executor")
 
@@ -210,13 +210,17 @@ def hold_rule(tool: Tool, caller: Caller, settings: Settings | None = None) -> H
     return "batch" if batch else "never"
 
 
-def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext) -> bool:
+def needs_hold(
+    tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallContext
+) -> bool | Quorum:
     """Step 7's rule (``hold_rule``, decided for this input): a session's write, a danger that
-    holds, or a batch over the setting.
+    holds, or a batch over the setting; the ``Quorum`` a danger check returned, as it said.
 
     A danger check that raises holds the call: when in doubt, ask a person.
     """
     rule = hold_rule(tool, caller, ctx.settings)
+    if rule in ("person", "operator") and callable(tool.danger):
+        return _quorum(tool, value, ctx) or True  # held anyway: asked only for its quorum
     if rule in ("person", "operator", "always"):
         return True
     over = longest_list(value) > ctx.settings.confirm_batch_over
@@ -225,11 +229,22 @@ def needs_hold(tool: Tool, caller: Caller, value: dict[str, Any], ctx: CallConte
     if rule in ("input", "input or batch"):
         try:
             check = tool.danger
-            return callable(check) and bool(check(value, ctx))
+            said = check(value, ctx) if callable(check) else False
+            return said if isinstance(said, Quorum) else bool(said)
         except Exception:  # fail safe: a broken check asks a person
             log.exception("danger check of %r failed; holding the call", tool.name)
             return True
     return False
+
+
+def _quorum(tool: Tool, value: dict[str, Any], ctx: CallContext) -> Quorum | None:
+    """The ``Quorum`` the danger check asks of a call held whatever it says, or None."""
+    try:
+        said = tool.danger(value, ctx)  # type: ignore[misc,operator]  # the caller checked callable
+    except Exception as exc:  # held all the same; the tool's own quorum applies
+        log.warning("danger check of %r failed (%r); it is held all the same", tool.name, exc)
+        return None
+    return said if isinstance(said, Quorum) else None
 
 
 def _kind(value: object) -> str:

@@ -11,15 +11,17 @@ import os
 
 from turnkit.ledger.base import Ledger
 from turnkit.ledger.memory import MemoryLedger
-from turnkit.ledger.records import Confirmation, IdempotencyRecord
+from turnkit.ledger.records import Approval, Confirmation, IdempotencyRecord, Preview
 from turnkit.ledger.sqlite import SqliteLedger
 from turnkit.ledger.urls import parse_url
 
 __all__ = [
+    "Approval",
     "Confirmation",
     "IdempotencyRecord",
     "Ledger",
     "MemoryLedger",
+    "Preview",
     "SqliteLedger",
     "open_ledger",
 ]

@@ -111,7 +111,8 @@ class ConfirmationRows(ABC):
     ) -> bool:
         """Record ``approver``'s approval of the input hashed ``input_hash`` while the
         confirmation is pending, unexpired and still holds that input; False when it was not
-        recorded (they approved before, it was decided, or an edit changed the input)."""
+        recorded (they approved this input before, it was decided, or an edit changed the
+        input). An approver's approval of an older input is replaced by this one."""
         return (
             self._run(
                 "INSERT INTO turnkit_approvals (confirmation_id, approver, input_hash, at)"
@@ -119,7 +120,9 @@ class ConfirmationRows(ABC):
                 " CAST(? AS DOUBLE PRECISION)"
                 " WHERE EXISTS (SELECT 1 FROM turnkit_confirmations"
                 " WHERE id = ? AND status = 'pending' AND expires_at > ? AND input_hash = ?)"
-                " ON CONFLICT DO NOTHING",
+                " ON CONFLICT (confirmation_id, approver) DO UPDATE"
+                " SET input_hash = excluded.input_hash, at = excluded.at"
+                " WHERE turnkit_approvals.input_hash <> excluded.input_hash",
                 (confirmation_id, approver, input_hash, now, confirmation_id, now, input_hash),
             )
             == 1

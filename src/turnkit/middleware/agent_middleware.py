@@ -152,6 +152,7 @@ class TurnkitMiddleware(AgentMiddleware):
         answer = self.bound.executor.call(
             ready.caller, ready.tool, ready.input, ready.control,
             allow=ready.allow, settings=ready.settings, thread=ready.thread,
+            request=ready.request,
         )  # fmt: skip
         return finish(ready, answer)
 
@@ -171,6 +172,7 @@ class TurnkitMiddleware(AgentMiddleware):
         answer = await self.bound.executor.acall(
             ready.caller, ready.tool, ready.input, ready.control,
             allow=ready.allow, settings=ready.settings, thread=ready.thread,
+            request=ready.request,
         )  # fmt: skip
         return finish(ready, answer)
 

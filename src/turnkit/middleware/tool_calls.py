@@ -27,7 +27,13 @@ from turnkit.registry.visibility import Allow
 from turnkit.turn.bound import Bound
 from turnkit.turn.checks import call_problem
 from turnkit.turn.keys import idempotency_key
-from turnkit.turn.messages import UNKNOWN_TOOL, answered, error_answer, tool_message
+from turnkit.turn.messages import (
+    UNKNOWN_TOOL,
+    answered,
+    error_answer,
+    request_of,
+    tool_message,
+)
 from turnkit.turn.state import PendingCall
 from turnkit.turn.tools import arguments, for_model
 
@@ -56,6 +62,8 @@ class Run:
     model_name: str
     thread: str | None = None
     """The conversation the call belongs to (kept with a hold)."""
+    request: dict[str, str] | None = None
+    """The request that led to the call (``turn.messages.request_of``; kept with a hold)."""
 
 
 def placeholders(tools: Iterable[Tool]) -> list[StructuredTool]:
@@ -121,6 +129,7 @@ def prepare(
         call_id=call_id,
         model_name=name,
         thread=thread,
+        request=request_of(state.get("messages") or []) if isinstance(state, dict) else None,
     )
 
 

@@ -25,7 +25,7 @@ from turnkit.nodes.state import TurnState
 from turnkit.threads.leases import asettle_run, settle_run
 from turnkit.turn.bound import Bound
 from turnkit.turn.keys import idempotency_key
-from turnkit.turn.messages import answered
+from turnkit.turn.messages import answered, request_of
 from turnkit.turn.state import PendingCall
 
 __all__ = ["aexecute", "execute"]
@@ -55,12 +55,13 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     settle_run(get_config())  # the state that asked for this round is saved first
 
     thread = _thread(runtime)
+    asked = request_of(state.get("messages") or [])
 
     def run(call: PendingCall) -> Answer:
         control = _control(runtime, call, bound)
         return executor.call(
             caller, call["tool"], call["args"], control, allow=allow, settings=settings,
-            thread=thread,
+            thread=thread, request=asked,
         )  # fmt: skip
 
     if len(calls) == 1:
@@ -81,12 +82,13 @@ async def aexecute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> 
     settings, turn = await bound.aturn_settings(state)
     await asettle_run(get_config())
     thread = _thread(runtime)
+    asked = request_of(state.get("messages") or [])
     runs = []  # a loop, not a closure: this frame lives across the handlers' awaits, and a
     for call in calls:  # closure would keep its locals as cells for the collector to walk
         control = _control(runtime, call, bound)
         ran = executor.acall(
             caller, call["tool"], call["args"], control, allow=allow, settings=settings,
-            thread=thread,
+            thread=thread, request=asked,
         )  # fmt: skip
         runs.append(ran)
     # one call is awaited here: a task of its own would cost a turn of the loop

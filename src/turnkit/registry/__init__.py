@@ -12,7 +12,7 @@ from turnkit.registry.names import model_name, model_names
 from turnkit.registry.registry import Module, ModuleWarning, Registry
 from turnkit.registry.schema import CompiledSchema, Violation, check_schema, validate
 from turnkit.registry.settings import Settings
-from turnkit.registry.tool import Annotations, Tool
+from turnkit.registry.tool import Annotations, Quorum, Tool
 
 __all__ = [
     "CONTROL_FIELDS",
@@ -23,6 +23,7 @@ __all__ = [
     "Module",
     "ModuleWarning",
     "PermissionProvider",
+    "Quorum",
     "Registry",
     "Settings",
     "StaticPermissions",

@@ -42,6 +42,9 @@ class Settings:
     """Length of a rate-limit window in seconds."""
     handler_timeout: float = 30.0
     """Seconds a handler may run before its call answers ``timeout``."""
+    preview_timeout: float = 2.0
+    """Seconds a tool's ``preview`` may take when its call is held; past them the call is held
+    without one ("preview unavailable")."""
     max_input_chars: int = 1_000_000
     """The longest input, as compact JSON, that a tool accepts."""
     max_rounds: int = 10
@@ -76,7 +79,7 @@ class Settings:
         _days("retention_days", self.retention_days, minimum=1)
         if self.audit_retention_days != 0:
             _days("audit_retention_days", self.audit_retention_days, minimum=1)
-        for name in ("confirmation_ttl", "rate_limit_window", "handler_timeout"):
+        for name in ("confirmation_ttl", "rate_limit_window", "handler_timeout", "preview_timeout"):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

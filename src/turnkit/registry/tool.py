@@ -15,7 +15,7 @@ from turnkit.errors import ToolDeclarationError
 from turnkit.registry import tool_checks as checks
 from turnkit.registry.schema import CompiledSchema, compile_schema
 
-__all__ = ["Annotations", "Audience", "Built", "Tool"]
+__all__ = ["Annotations", "Audience", "Built", "Quorum", "Tool"]
 
 _REQUIRED = ("name", "handler")
 
@@ -25,8 +25,39 @@ Audience: TypeAlias = Literal["admin", "public"]
 Handler: TypeAlias = Callable[[dict[str, Any], Any], Any | Awaitable[Any]]
 """``(input, ctx) -> JSON-able result``, sync or async."""
 
-DangerCheck: TypeAlias = Callable[[dict[str, Any], Any], bool]
-"""``(input, dry-run ctx) -> bool``: True when this call needs a person's confirmation."""
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """What a danger check returns to hold a call for more than one person: ``approvals``
+    distinct approvers, and with ``separate_duties`` never the person whose call it is.
+    Truthy, like the True it stands for; it raises what the tool declares, never lowers it.
+
+    Example:
+        >>> big = lambda input, ctx: Quorum(2, separate_duties=True) if input["n"] > 9 else False
+        >>> bool(big({"n": 10}, None)), big({"n": 10}, None).approvals
+        (True, 2)
+    """
+
+    approvals: int = 2
+    """Distinct people who must approve."""
+    separate_duties: bool = False
+    """The person whose call is held may not approve it."""
+
+    def __post_init__(self) -> None:
+        problems = checks.approval_problems(self.approvals, self.separate_duties, None)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def __bool__(self) -> bool:
+        return True
+
+
+DangerCheck: TypeAlias = Callable[[dict[str, Any], Any], "bool | Quorum"]
+"""``(input, dry-run ctx) -> bool | Quorum``: truthy when this call needs a person's
+confirmation (a ``Quorum``: more than one person's)."""
+
+PreviewFunction: TypeAlias = Callable[[dict[str, Any], Any], Any]
+"""``(input, dry-run ctx) -> JSON``: what the write would change, computed without writing."""
 
 CostFunction: TypeAlias = Callable[[dict[str, Any]], int]
 """``(raw input) -> units``; a failure or a non-positive answer falls back to the default rule."""
@@ -100,6 +131,15 @@ class Tool:
     """The longest list argument accepted, or None for no limit."""
     cost: int | CostFunction | None = None
     """Rate-limit units of one call: None (default rule), 1..1000, or a function of the input."""
+    preview: PreviewFunction | None = None
+    """``(input, dry-run ctx) -> JSON``: what a held call would change (each price before and
+    after, the row that would go), computed without writing when the call is held and shown to
+    approvers, never to the model. Sync or async; bounded in time (``preview_timeout``) and
+    size (``agent_tool_result_chars``); one that fails leaves the call held without it."""
+    approvals: int = 1
+    """Distinct people who must approve a held call before it runs (four eyes: 2)."""
+    separate_duties: bool = False
+    """The person whose call is held may not approve it."""
 
     input_model: type[BaseModel] | None = field(default=None, init=False, compare=False)
     """The pydantic model the input schema came from, if any."""
@@ -139,6 +179,7 @@ class Tool:
         problems += checks.danger_problems(self.danger)
         problems += checks.max_items_problems(self.max_items)
         problems += checks.cost_problems(self.cost)
+        problems += checks.approval_problems(self.approvals, self.separate_duties, self.preview)
         if problems:
             raise ToolDeclarationError(self.name, problems)
 

@@ -159,8 +159,31 @@ def danger_problems(danger: object) -> list[str]:
         return []
     return [
         f"danger: {danger!r} is not None (never, but for large batches), 'always',"
-        " or a check function (input, ctx) -> bool"
+        " or a check function (input, ctx) -> bool (or a Quorum)"
     ]
+
+
+def approval_problems(approvals: object, separate_duties: object, preview: object) -> list[str]:
+    """Problems of ``approvals`` (a whole number 1..10), ``separate_duties`` (a bool) and
+    ``preview`` (None or a function ``(input, ctx) -> JSON``)."""
+    problems = []
+    if not _positive_int(approvals) or approvals > MAX_APPROVALS:  # type: ignore[operator]
+        problems.append(
+            f"approvals: the distinct people who must approve a held call, a whole number"
+            f" from 1 to {MAX_APPROVALS}, got {approvals!r}"
+        )
+    if not isinstance(separate_duties, bool):
+        problems.append(f"separate_duties: must be true or false, got {separate_duties!r}")
+    if preview is not None and not callable(preview):
+        problems.append(
+            f"preview: {preview!r} is not a function (input, ctx) -> JSON saying what the"
+            " write would change"
+        )
+    return problems
+
+
+MAX_APPROVALS = 10
+"""The most approvals a tool may require."""
 
 
 def _positive_int(value: object) -> bool:

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from turnkit.executor.answers import Refused
+from turnkit.executor.answers import Held, Refused
 from turnkit.executor.confirmations import DECIDE_SCOPE, decides_for_others, refusal_for_others
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey
@@ -105,7 +105,7 @@ async def list_confirmations(
         following = request.url.include_query_params(after=Cursor.of(found[-1]).text())
         response.headers["Link"] = f'<{following}>; rel="next"'
     return [
-        confirmation_view(held, request)
+        confirmation_view(held, request, approver=_approver(key, held))
         | {
             "decidable": held.status == "pending"
             and held.expires_at > now  # past it, deciding is 410: not decidable now
@@ -122,7 +122,7 @@ async def get_confirmation(
     """One confirmation as it stands now: one this key was held for, or may decide."""
     held = await _found(executor, confirmation_id)
     await _check_reader(executor, key, held)
-    return confirmation_view(held, request)
+    return confirmation_view(held, request, approver=_approver(key, held))
 
 
 @router.post("/{confirmation_id}/approve")
@@ -172,8 +172,9 @@ async def _decide(
         # refused and still pending (an invalid edit, a rate limit), or expired: the answer says
         if isinstance(answer, Refused):
             return problems.answer_problem(answer)
-        return JSONResponse(answer.to_json())
-    view = confirmation_view(after, request)
+        waiting = isinstance(answer, Held) and answer.approvals_needed is not None
+        return JSONResponse(answer.to_json(), status_code=202 if waiting else 200)
+    view = confirmation_view(after, request, approver=True)
     if before.status != "pending" or answer.already_decided:  # another decided first
         return problems.problem(
             409,
@@ -191,6 +192,12 @@ async def _found(executor: Executor, confirmation_id: str) -> Confirmation:
     if held is None:
         raise Missing(f"no confirmation {confirmation_id[:80]!r}")
     return held
+
+
+def _approver(key: ApiKey, held: Confirmation) -> bool:
+    """Whether ``key`` reads ``held`` as one who may decide it (another's hold, or its own with
+    ``DECIDE_SCOPE``): it then sees the preview and the request; the held caller does not."""
+    return held.caller.identity != key.caller.identity or DECIDE_SCOPE in key.scopes
 
 
 def _refusal(key: ApiKey, held: Confirmation, permissions: Collection[str]) -> str | None:

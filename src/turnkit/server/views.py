@@ -60,10 +60,15 @@ def tool_view(tool: Tool, caller: Caller, settings: Settings | None = None) -> T
     )
 
 
-def confirmation_view(held: Confirmation, request: Request) -> dict[str, Any]:
-    """The confirmation resource: what was held, its state, and where to decide it."""
+def confirmation_view(
+    held: Confirmation, request: Request, *, approver: bool = False
+) -> dict[str, Any]:
+    """The confirmation resource: what was held, its state, and where to decide it; for an
+    ``approver`` (a reader who may decide it) also what approvers see: the preview, the request
+    that led to it, the caller's key name, the approvals. The caller whose write it is reads no
+    preview: it may be the model's own client (docs/architecture.md, "Deciding well")."""
     base = f"{request.scope.get('root_path', '')}/v1/confirmations/{held.id}"
-    return {
+    view = {
         "id": held.id,
         "tool": held.tool,
         "caller": held.caller.identity,
@@ -81,7 +86,22 @@ def confirmation_view(held: Confirmation, request: Request) -> dict[str, Any]:
             "reject": f"{base}/reject",
             "edit": f"{base}/edit",
         },
+        "thread_id": held.thread_id,
+        "approvals": {
+            "given": held.approvals_given,
+            "needed": held.approvals_needed,
+            "separate_duties": held.separate_duties,
+            "by": [{"by": a.by, "at": iso(a.at)} for a in held.approvals],
+        },
     }
+    if approver:
+        view |= {
+            "caller_name": held.caller_name,
+            "caller_label": held.caller_label(),
+            "preview": None if held.preview is None else held.preview.to_json(),
+            "request": held.request,
+        }
+    return view
 
 
 class Missing(HTTPException):

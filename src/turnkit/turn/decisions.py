@@ -14,6 +14,7 @@ be answered again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -135,6 +136,49 @@ def asked(entries: list[tuple[HeldCall, Confirmation]]) -> tuple[Asked, ...]:
     )
 
 
+PREVIEW_SHOWN = 1000
+"""The most characters of a preview's JSON written into a HITL request's description."""
+
+
+def for_approvers(confirmation: Confirmation) -> dict[str, Any]:
+    """What a person deciding sees beyond the arguments, as the payload's keys: who the caller
+    is (when not the person asked: a key's user and name), the tool's preview and, for a write
+    that needs several, its approvals. Never the model's to read: the payload goes to the
+    person (an interrupt), not into the conversation."""
+    shown: dict[str, Any] = {}
+    if confirmation.caller.kind != "session":  # a session's person is the one asked
+        shown["caller"] = confirmation.caller_label()
+    if confirmation.preview is not None:
+        shown["preview"] = confirmation.preview.to_json()
+    if confirmation.approvals_needed > 1 or confirmation.separate_duties:
+        shown["approvals"] = {
+            "given": confirmation.approvals_given,
+            "needed": confirmation.approvals_needed,
+            "separate_duties": confirmation.separate_duties,
+        }
+    return shown
+
+
+def approver_lines(confirmation: Confirmation) -> list[str]:
+    """The same in words, for a HITL request's description."""
+    lines = []
+    preview = confirmation.preview
+    if preview is not None and preview.unavailable is not None:
+        lines.append(f"Preview unavailable: {preview.unavailable}")
+    elif preview is not None:
+        text = preview.value if preview.truncated else json.dumps(preview.value, sort_keys=True)
+        cut = len(text) > PREVIEW_SHOWN or preview.truncated
+        lines.append(f"What it would change: {text[:PREVIEW_SHOWN]}{' (cut)' if cut else ''}")
+    if confirmation.approvals_needed > 1:
+        lines.append(
+            f"It needs {confirmation.approvals_needed} people's approval"
+            f" ({confirmation.approvals_given} given)"
+        )
+    if confirmation.separate_duties:
+        lines.append(f"{confirmation.caller_label()} may not approve it (separate duties)")
+    return lines
+
+
 def payload(entries: list[tuple[HeldCall, Confirmation]], tools: dict[str, Tool]) -> dict[str, Any]:
     """What the person sees: each held call's id, tool, title, exact arguments and expiry; and
     the same calls as LangChain's ``HITLRequest`` (``action_requests``, ``review_configs``)."""
@@ -144,7 +188,7 @@ def payload(entries: list[tuple[HeldCall, Confirmation]], tools: dict[str, Tool]
         title = (tool.title if tool else None) or confirmation.tool
         text = describe(
             title, call.name, confirmation.input, confirmation.expires_at_iso, held.get("problem")
-        )
+        ) + "".join(f"\n{line}" for line in approver_lines(confirmation))
         schema = dict(tool.input_schema) if isinstance(tool, Tool) and isinstance(
             tool.input_schema, Mapping) else {"type": "object"}  # fmt: skip
         request, config = hitl_request(call.name, confirmation.input, text, schema)
@@ -163,6 +207,7 @@ def payload(entries: list[tuple[HeldCall, Confirmation]], tools: dict[str, Tool]
                 "expires_at": confirmation.expires_at_iso,
                 "tool_call_id": held["tool_call_id"],
                 **({"problem": held["problem"]} if held.get("problem") else {}),
+                **for_approvers(confirmation),
             }
             for held, confirmation in entries
         ],

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkit.errors import ResumeError
-from turnkit.executor.answers import Answer, Refused, stored_outcome
+from turnkit.executor.answers import Answer, Held, Refused, stored_outcome
 from turnkit.ledger import Confirmation
 from turnkit.turn.bound import Bound
 from turnkit.turn.decisions import HOW_TO_RESUME, asked, payload, refusals, resume_schema
@@ -87,6 +87,11 @@ def note_outcome(
         done[cid] = outcome
     elif isinstance(answer, Refused):
         problems[cid] = answer.message
+    elif isinstance(answer, Held) and answer.approvals_needed is not None:
+        problems[cid] = (
+            f"approved {answer.approvals_given} of {answer.approvals_needed}: it runs once"
+            " another person approves it"
+        )
 
 
 def replace_settled(

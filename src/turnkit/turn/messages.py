@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
+    HumanMessage,
     ToolMessage,
 )
 
@@ -136,6 +137,21 @@ def last_ai(messages: list[AnyMessage]) -> AIMessage | None:
     if messages and isinstance(messages[-1], AIMessage):
         return messages[-1]
     return None
+
+
+def request_of(messages: list[AnyMessage]) -> dict[str, str] | None:
+    """The request that led to this round, for the approvers of a write it holds: the person's
+    last message (``user``) and the model's text of the round (``model``), where there are
+    some. The executor bounds them (``Executor.call``'s ``request``)."""
+    found: dict[str, str] = {}
+    for message in reversed(messages):
+        if "model" not in found and "user" not in found and isinstance(message, AIMessage):
+            found["model"] = message.text
+        elif isinstance(message, HumanMessage):
+            found["user"] = message.text
+            break
+    texts = {part: text for part, text in found.items() if text.strip()}
+    return texts or None
 
 
 def kind_of(value: object) -> str:
