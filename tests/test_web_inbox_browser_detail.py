@@ -195,3 +195,37 @@ def test_a_strangers_detail_page_is_not_found_in_the_browser(chromium, served, e
     assert page.get_by_role("heading", level=1).inner_text() == "Not found"
     assert "TEA-0001" not in page.locator("main").inner_text()
     context.close()
+
+
+def test_the_demos_held_price_change_shows_its_preview_and_the_conversation(chromium, tmp_path):
+    """The demo's turn holds a price cut; its page shows each price before and after and what
+    the person and the model said. Its screenshot is ``detail-page.png`` in the test's tmp dir."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from turnkit.demo import DEMO_CALLER, DEMO_USER, demo_executor, scripted_demo_model
+    from turnkit.graph import build_turn_graph
+
+    executor = demo_executor(tmp_path / "catalogue.sqlite")
+    graph = build_turn_graph(executor, scripted_demo_model(), checkpointer=InMemorySaver(),
+                             default_caller=DEMO_CALLER)  # fmt: skip
+    asked = "Our accessories sell slowly: make one of them a little cheaper, please."
+    stopped = graph.invoke({"messages": [("user", asked)]},
+                           {"configurable": {"thread_id": "shop-floor-7"}})  # fmt: skip
+    (held,) = stopped["__interrupt__"][0].value["confirmations"]
+    _, secret = executor.ledger.keys.create(DEMO_USER, {DECIDE_SCOPE}, name="approver laptop")
+    with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+        context = chromium.new_context(viewport={"width": 1000, "height": 900},
+                                       timezone_id="Europe/Berlin")  # fmt: skip
+        page = signed_in(context, url, secret)
+        page.locator(f'article[data-id="{held["confirmation_id"]}"] h2 a').click()
+        page.wait_for_load_state()
+        preview = page.locator("section.preview").inner_text()
+        context_text = page.locator("section.context").inner_text()
+        page.screenshot(path=str(tmp_path / "detail-page.png"), full_page=True)
+        context.close()
+    executor.close()
+    assert "ACC-0001" in preview
+    assert "7.03" in preview
+    assert "6.33" in preview
+    assert asked in context_text
+    assert "[scripted demo model]" in context_text or "The model said" not in context_text

@@ -21,7 +21,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
 from turnkit.executor.answers import Answer, Held, Ran, Refused, Unreadable, shown_outcome
-from turnkit.executor.confirmations import could_be_id, decides_for_others, refusal_for_others
+from turnkit.executor.confirmations import (
+    approver_of,
+    could_be_id,
+    decides_for_others,
+    refusal_for_others,
+)
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKeys
 from turnkit.ledger.records import (
@@ -540,7 +545,7 @@ async def _notice(executor: Executor, who: Person, decided: str) -> str:
     if held is None or not await _may_decide(executor, who, held):
         return ""
     if held.status == "pending":
-        mine = any(a.by == who.caller.identity for a in held.approvals)
+        mine = any(a.by == approver_of(who.caller) for a in held.approvals)
         return f"{held.tool}: {_waiting(held)}" if mine else ""
     return f"{held.tool}: {_said(held)}"
 
