@@ -53,6 +53,7 @@ SHELL = {
     SERVED: "tests/test_readme_serve.py::test_the_serve_section_runs_as_written",
     "Approvals": "tests/test_readme_serve.py::test_the_approvals_section_runs_as_written",
     "Retention": "tests/test_retention.py::test_the_retention_section_runs_as_written",
+    "Notifications": "tests/test_notify_cli.py::test_the_notifications_section_runs_as_written",
 }
 """The test that runs each ``sh`` block (by the README heading above it): it must exist, and its
 file (or a ``tests/_helper`` module it imports) must set every variable and pass every ``--flag``

@@ -25,6 +25,7 @@ PUBLIC_PACKAGES = (
     "turnkit.deploy",
     "turnkit.demo",
     "turnkit.middleware",
+    "turnkit.notify",
 )
 REASON_IN_DOCSTRING = re.compile(r"\bReaches\b")
 REASON_ON_LINE = "# internal:"

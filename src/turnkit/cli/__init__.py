@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from turnkit.cli import confirmations, keys, ledger, serve, settings
+from turnkit.cli import confirmations, keys, ledger, notify, serve, settings
 from turnkit.cli.options import (
     USAGE,
     Act,
@@ -48,6 +48,7 @@ app.add_typer(confirmations.app, name="confirmations")
 app.add_typer(settings.app, name="settings")
 app.add_typer(keys.app, name="keys")
 app.add_typer(ledger.app, name="ledger")
+app.add_typer(notify.app, name="notify")
 app.command()(serve.serve)
 
 

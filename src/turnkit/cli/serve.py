@@ -4,7 +4,9 @@ The options are checked once, in the command's own process, so a mistake is told
 before anything listens. uvicorn then starts the app from ``app_from_environment`` in every
 worker (``--workers N`` runs N processes): the options travel to the workers in the environment
 variable ``TURNKIT_SERVE``, and each worker opens the same ``--db`` — one ledger and one key
-store, shared through the database, never through a process's memory.
+store, shared through the database, never through a process's memory. Each worker also runs a
+notification dispatcher in a thread (``turnkit.notify``; ``--no-notify`` turns it off): the
+outbox's claims make any number of them safe.
 """
 
 from __future__ import annotations
@@ -82,6 +84,19 @@ def serve(
             " UI and ReDoc from a CDN).",
         ),
     ] = False,
+    notify: Annotated[
+        bool,
+        typer.Option(
+            help="Deliver notifications (turnkit notify add) from each worker while serving.",
+        ),
+    ] = True,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Where people reach this server, for the links in notifications; default"
+            " http://HOST:PORT."
+        ),
+    ] = None,
 ) -> None:
     """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
     (people approve held writes)."""
@@ -110,6 +125,8 @@ def serve(
     hosts = [*([listening] if listening else []), *(allowed_host or [])]
     app_options = {"mcp_allowed_hosts": hosts, "mcp_allowed_origins": allowed_origin or [],
                    "docs": docs}  # fmt: skip
+    if notify:  # each worker runs a dispatcher: their claims keep them from sending one twice
+        options["notify"] = {"public_url": public_url or f"http://{host}:{port}"}
     checked = session(db, module, entry_points, demo, catalogue, "demo", [], [], permissions)
     try:  # the options are good; the settings in force say the hold rule
         settings = checked.executor.settings_now()
@@ -172,8 +189,14 @@ def app_from_environment() -> ASGIApp:
         raise SystemExit(f"{OPTIONS} is not set: start the server with `turnkit serve`")
     options: dict[str, Any] = json.loads(given)
     app_options: dict[str, Any] = options.pop("app", {})
+    notify: dict[str, Any] | None = options.pop("notify", None)
     opened = open_session(user="demo", grants=[], act=[], **options)
     atexit.register(opened.close)
+    if notify is not None:
+        from turnkit.notify import Dispatcher
+
+        background = Dispatcher(opened.executor.ledger, public_url=notify["public_url"]).start()
+        atexit.register(background.stop)  # registered last: stops before the ledger closes
     if opened.demo and opened.granted is not None:  # the demo's one person decides every hold,
         from turnkit.demo import DEMO_USER  # as beside the Studio graph (turnkit.demo.server)
         from turnkit.executor.confirmations import CONFIRM_ANY

@@ -37,6 +37,7 @@ class _Validating(TypedDict, total=False):
 
 
 class _Executing(TypedDict, total=False):
+    messages: list[AnyMessage]  # the request a hold keeps (``turn.messages.request_of``)
     calls: list[PendingCall]
     answers: dict[str, RoundAnswer]
     overrides: dict[str, Any]

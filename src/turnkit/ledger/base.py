@@ -17,10 +17,11 @@ from typing import Any, ParamSpec, TypeVar
 from turnkit.ledger.confirmations import ConfirmationRows
 from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.ledger.leases import ThreadLeases
+from turnkit.ledger.outbox import OutboxRows
 from turnkit.ledger.records import (
     IdempotencyRecord,
 )
-from turnkit.ledger.schema import INDEXES, TABLES, column_additions
+from turnkit.ledger.schema import INDEXES, SQLITE_TRIGGERS, TABLES, column_additions
 from turnkit.ledger.sql import dump, load, text
 from turnkit.ledger.twins import async_twin
 
@@ -42,7 +43,7 @@ def overrides_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
     return {key: load(value) for key, value in rows}
 
 
-class Ledger(ConfirmationRows, ABC):
+class Ledger(ConfirmationRows, OutboxRows, ABC):
     """The durable memory of the executor. Use ``SqliteLedger`` or ``PostgresLedger``."""
 
     blocking = True
@@ -63,12 +64,13 @@ class Ledger(ConfirmationRows, ABC):
 
     def setup(self) -> None:
         """Create the tables when they do not exist, add the columns a ledger made by an older
-        turnkit lacks (``schema.ADDED_COLUMNS``), and the indexes; safe to call again, from
-        several processes (SQLite's; ``PostgresLedger`` does it in one locked transaction)."""
+        turnkit lacks (``schema.ADDED_COLUMNS``), the indexes and the outbox's triggers; safe to
+        call again, from several processes (SQLite's; ``PostgresLedger`` does it in one locked
+        transaction)."""
         for statement in TABLES:
             self._run(statement)
         self._upgrade()
-        for statement in INDEXES:
+        for statement in (*INDEXES, *SQLITE_TRIGGERS):
             self._run(statement)
 
     def _upgrade(self) -> None:

@@ -18,12 +18,22 @@ from typing import Any
 from turnkit.errors import StorageError
 from turnkit.ledger.base import Ledger, overrides_of
 from turnkit.ledger.leases import HOLDER, POSTGRES_NOW, Lease, ThreadLeases
-from turnkit.ledger.schema import INDEXES, TABLES, column_additions
+from turnkit.ledger.schema import (
+    INDEXES,
+    POSTGRES_OUTBOX_FUNCTION,
+    POSTGRES_TRIGGERS,
+    TABLES,
+    column_additions,
+)
 from turnkit.ledger.urls import postgres_target, shown
 
 __all__ = ["PostgresLedger", "reachable"]
 
 _SETUP_LOCK = 0x746B6C6564676572  # "tkledger": the ledger's own lock (storage holds "turnkit")
+_FUNCTION_EXISTS = "SELECT to_regprocedure(%s)"
+_TRIGGER_EXISTS = (
+    "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass('turnkit_confirmations') AND tgname = %s"
+)
 _COLUMNS_OF = (
     "SELECT column_name FROM information_schema.columns"
     " WHERE table_schema = current_schema() AND table_name = %s"
@@ -37,6 +47,8 @@ class PostgresLedger(Ledger):
     ``prepare_threshold``: after how many runs on a connection a statement is prepared (psycopg's
     setting; ``None`` never prepares, which ``pooler=transaction`` in the URL implies).
     """
+
+    _claim_lock = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self, url: str, *, max_connections: int = 8, prepare_threshold: int | None = 5
@@ -72,7 +84,8 @@ class PostgresLedger(Ledger):
             raise
 
     def setup(self) -> None:
-        """Create the tables, and add the columns an older ledger lacks, in one transaction
+        """Create the tables, add the columns an older ledger lacks, the indexes and the outbox's
+        trigger (``schema.POSTGRES_TRIGGERS``; each only when missing), in one transaction
         under an advisory lock, so that processes opening a database at once do not race on
         ``CREATE TABLE IF NOT EXISTS`` or ``ALTER TABLE``."""
         with self._pool.connection() as conn, conn.transaction():
@@ -90,6 +103,13 @@ class PostgresLedger(Ledger):
                 found = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
                 if found is None or found[0] is None:
                     conn.execute(statement)
+            function, trigger = POSTGRES_TRIGGERS  # the outbox's, likewise only when missing
+            if conn.execute(_FUNCTION_EXISTS, (f"{POSTGRES_OUTBOX_FUNCTION}()",)).fetchone() == (
+                None,
+            ):
+                conn.execute(function)
+            if not conn.execute(_TRIGGER_EXISTS, (POSTGRES_OUTBOX_FUNCTION,)).fetchall():
+                conn.execute(trigger)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._pool.connection() as conn:

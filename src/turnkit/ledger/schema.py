@@ -122,6 +122,35 @@ TABLES = (
         detail TEXT
     )
     """,
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_notify_targets (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        config TEXT NOT NULL,
+        events TEXT NOT NULL,
+        include TEXT NOT NULL DEFAULT ',',
+        created_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_outbox (
+        id TEXT PRIMARY KEY,
+        event TEXT NOT NULL,
+        confirmation_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+        claimed_by TEXT,
+        claimed_until DOUBLE PRECISION,
+        last_error TEXT,
+        sent_at DOUBLE PRECISION
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS turnkit_outbox_due ON turnkit_outbox (state, next_at)",
 )
 
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -191,3 +220,75 @@ INDEXES = (
 )
 """Indexes on columns that may have been added by ``ADDED_COLUMNS``, or that pruning and paging
 read: created after the upgrade."""
+
+
+OUTBOX_EVENTS = ("held", "decided", "expired", "ran")
+"""The events of a confirmation that go to the outbox, in the order they happen."""
+
+_OUTBOX_INSERT = (
+    "INSERT INTO turnkit_outbox (id, event, confirmation_id, status, target_id, created_at)"
+    " SELECT {cid} || ':' || {event} || ':' || t.id, {event}, {cid}, {status}, t.id, {now}"
+    " FROM turnkit_notify_targets t WHERE t.events LIKE '%,' || {event} || ',%'"
+    " ON CONFLICT DO NOTHING"
+)
+"""The outbox rows of one event: one per target that asked for it, with a stable id (the
+``webhook-id`` receivers de-duplicate by). A row already there is kept: a confirmation reopened
+(a rate-limited approval goes back to pending) and decided again keeps its first ``decided``
+row, so each event is told once per target. With no target the ``SELECT`` finds nothing."""
+
+_EVENT_OF_UPDATE = (
+    "CASE WHEN OLD.status = 'pending' AND NEW.status IN ('running', 'rejected', 'forbidden')"
+    " THEN 'decided' WHEN OLD.status = 'pending' AND NEW.status = 'expired' THEN 'expired'"
+    " WHEN OLD.status = 'running' AND NEW.status = 'done' THEN 'ran' END"
+)
+"""Which event a change of a confirmation's status is: pending -> running (approved or edited),
+rejected or forbidden is ``decided``; pending -> expired ``expired``; running -> done ``ran``
+(an abandoned run is done too). Any other change (a reopen: running -> pending) is none."""
+
+SQLITE_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS turnkit_outbox_held AFTER INSERT ON turnkit_confirmations"
+    " WHEN NEW.status = 'pending' AND EXISTS (SELECT 1 FROM turnkit_notify_targets) BEGIN "
+    + _OUTBOX_INSERT.format(
+        cid="NEW.id",
+        event="'held'",
+        status="NEW.status",
+        now="(julianday('now') - 2440587.5) * 86400.0",
+    )
+    + "; END",
+    "CREATE TRIGGER IF NOT EXISTS turnkit_outbox_changed AFTER UPDATE OF status"
+    f" ON turnkit_confirmations WHEN ({_EVENT_OF_UPDATE}) IS NOT NULL"
+    " AND EXISTS (SELECT 1 FROM turnkit_notify_targets) BEGIN "
+    + _OUTBOX_INSERT.format(
+        cid="NEW.id",
+        event=_EVENT_OF_UPDATE,
+        status="NEW.status",
+        now="(julianday('now') - 2440587.5) * 86400.0",
+    )
+    + "; END",
+)
+"""The outbox's triggers on SQLite (and ``MemoryLedger``): the outbox rows of an event are
+written by the statement that makes the event, in its transaction (docs/architecture.md
+§12). Without a target a trigger's ``WHEN`` is false and its body does not run."""
+
+POSTGRES_OUTBOX_FUNCTION = "turnkit_outbox_event_v1"
+"""The trigger function's name; a changed body gets a new version (``setup`` creates a missing
+one and never replaces one: processes of two versions may share a database)."""
+
+POSTGRES_TRIGGERS = (
+    f"CREATE FUNCTION {POSTGRES_OUTBOX_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $body$"
+    " DECLARE ev text; BEGIN"
+    " IF TG_OP = 'INSERT' THEN"
+    "  IF NEW.status <> 'pending' THEN RETURN NULL; END IF; ev := 'held';"
+    f" ELSE ev := {_EVENT_OF_UPDATE}; IF ev IS NULL THEN RETURN NULL; END IF;"
+    " END IF; "
+    + _OUTBOX_INSERT.format(
+        cid="NEW.id",
+        event="ev",
+        status="NEW.status",
+        now="extract(epoch FROM clock_timestamp())::double precision",
+    )
+    + "; RETURN NULL; END $body$",
+    f"CREATE TRIGGER {POSTGRES_OUTBOX_FUNCTION} AFTER INSERT OR UPDATE OF status"
+    f" ON turnkit_confirmations FOR EACH ROW EXECUTE FUNCTION {POSTGRES_OUTBOX_FUNCTION}()",
+)
+"""The outbox's trigger on PostgreSQL: one plpgsql function, the same rows as SQLite's."""
