@@ -228,4 +228,3 @@ def test_the_demos_held_price_change_shows_its_preview_and_the_conversation(chro
     assert "7.03" in preview
     assert "6.33" in preview
     assert asked in context_text
-    assert "[scripted demo model]" in context_text or "The model said" not in context_text

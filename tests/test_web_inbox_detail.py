@@ -78,7 +78,7 @@ def test_the_detail_page_shows_the_arguments_caller_thread_times_and_audit_trail
     assert re.search(
         r'<time class="relative" datetime="[^"]+Z" title="[^"]+ UTC">5 minutes ago', page.text
     )
-    assert "in 55 minutes" in said  # the expiry, an hour after the hold
+    assert "Expires in 55 min 0 s" in said  # an hour after the hold
     assert "confirmation_required" in said  # the audit row of the hold
     assert "One person's approval runs the write." in said
     assert f'action="/ui/confirmations/{held}/approve"' in page.text
@@ -317,6 +317,16 @@ def test_the_detail_page_shows_the_preview_and_the_request_as_plain_text(reviewe
     assert "I will set TEA-0001 to 5.0." in said
     assert "preview unavailable" not in said
     assert shop.writes() == []
+
+
+def test_a_keys_hold_names_the_key_its_name_and_its_user(reviewed, reviewed_url):
+    executor, _ = reviewed
+    key, _ = executor.ledger.keys.create("alice", {"shop.products:write"}, name="billing <bot>")
+    held = executor.execute(key.caller, "shop.delete_product", {"sku": "TEA-0004"})
+    with person(reviewed_url, executor, "carol") as carol:
+        page = carol.get(f"/ui/confirmations/{held['confirmation_id']}")
+    assert f"key {key.id} (billing <bot>) of alice" in text_of(page.text)
+    assert "(billing &lt;bot&gt;)" in page.text
 
 
 def test_four_eyes_show_one_of_two_and_the_caller_is_refused_on_the_page(reviewed, reviewed_url):
