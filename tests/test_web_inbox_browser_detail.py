@@ -16,7 +16,8 @@ import pytest
 from _serving import uvicorn_serving
 from _shop import prices
 from test_web_inbox_browser import CHROMIUM, FLAGS, signed_in
-from turnkit import Caller
+from test_web_inbox_detail import Reviewed
+from turnkit import Caller, Executor, Registry, Settings, StaticPermissions
 from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 from turnkit.server import create_app
 
@@ -228,3 +229,52 @@ def test_the_demos_held_price_change_shows_its_preview_and_the_conversation(chro
     assert "7.03" in preview
     assert "6.33" in preview
     assert asked in context_text
+
+
+@pytest.fixture
+def reviewed_served(ledger, tmp_path, clock) -> Iterator[tuple[str, Executor, Reviewed]]:
+    """An app on ``Reviewed`` (previews; a delete needs two people, not its caller), with carol
+    and dave who decide for anyone; its URL, executor and shop."""
+    shop = Reviewed(tmp_path / "reviewed.log")
+    rights = StaticPermissions({"alice": {"shop.view", "shop.manage"},
+                                "carol": {"shop.view", "system.confirm_any"}})  # fmt: skip
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights,
+                        settings=Settings(handler_timeout=2.0), clock=clock)  # fmt: skip
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    with uvicorn_serving(create_app(executor, mcp_path=None)) as url:
+        yield url, executor, shop
+    executor.close()
+
+
+def test_a_four_eyes_delete_with_its_preview_and_request_on_a_phone_shows_scripts_as_text(
+    chromium, reviewed_served, tmp_path
+):
+    url, executor, shop = reviewed_served
+    planted = "<script>window.__planted = 1</script><img src=x onerror=window.__planted=2>"
+    asked = {"user": f"Remove the old teapot {planted} " + "and its photos " * 30,
+             "model": f"I will delete TEA-0005. {planted}"}  # fmt: skip
+    held = executor.execute(ALICE, "shop.delete_product", {"sku": "TEA-0005"}, request=asked)
+    held_id = held["confirmation_id"]
+    _, secret = executor.ledger.keys.create("carol", {DECIDE_SCOPE})
+    context = chromium.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
+    page = signed_in(context, url, secret)
+    card = page.locator(f'article[data-id="{held_id}"]')
+    assert "0 of 2 approvals" in card.inner_text()
+    assert "preview" in card.locator(".has-preview").inner_text()
+    no_sideways_scroll(page)
+    card.get_by_role("button", name="Approve").click()
+    page.wait_for_load_state()
+    assert "1 of 2 approvals" in page.get_by_role("status").first.inner_text()
+    page.goto(f"{url}/ui/confirmations/{held_id}")
+    no_sideways_scroll(page)
+    main = page.locator("main").inner_text()
+    assert planted in page.locator("blockquote.user-said").inner_text()
+    assert planted in page.locator("blockquote.model-said").inner_text()
+    assert "<script>alert('row')</script>" in page.locator("section.preview").inner_text()
+    assert "The caller may not approve it" in main
+    assert "user:carol approved" in page.locator("ul.approvers").inner_text()
+    assert page.evaluate("window.__planted") is None
+    on_screen(page.get_by_role("button", name="Reject"))
+    page.screenshot(path=str(tmp_path / "four-eyes-phone.png"), full_page=True)
+    context.close()
+    assert shop.writes() == []
