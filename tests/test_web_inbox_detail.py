@@ -22,8 +22,8 @@ from _shop import Shop, prices
 from turnkit import Caller, Executor, Registry, Settings, StaticPermissions
 from turnkit.executor.confirmations import DECIDE_SCOPE
 from turnkit.server import create_app
-from turnkit.server.ui.pages import GROUP_OVER
 from turnkit.server.ui.present import ago
+from turnkit.server.ui.views import GROUP_OVER
 
 ALICE = Caller.session("alice")
 BOB = Caller.session("bob")
