@@ -152,3 +152,29 @@ def test_mcps_held_answer_carries_no_preview(http, executor, clock):
     assert "waits for a person's confirmation" in answered.text
     assert "before" not in answered.text
     assert "preview" not in answered.text
+
+
+def test_an_agents_pending_write_carries_its_preview_for_the_person():
+    from turnkit import Agent, tool
+
+    notes = {"groceries": "milk, eggs"}
+
+    def what_goes(title: str) -> dict:
+        return {"would_delete": {"title": title, "text": notes.get(title)}}
+
+    @tool(danger="always", preview=what_goes)
+    def delete_note(title: str) -> str:
+        """Delete a note."""
+        return f"deleted {notes.pop(title)}"
+
+    call = {"name": "delete_note", "args": {"title": "groceries"}, "id": "d1"}
+    model = ScriptedModel([{"tool_calls": [call]}, "Deleted."])
+    with Agent(model, tools=[delete_note]) as agent:
+        (held,) = agent.prompt("Delete my groceries note.").pending
+        assert held.preview == {
+            "value": {"would_delete": {"title": "groceries", "text": "milk, eggs"}}
+        }
+        assert "groceries" in notes
+        _no_preview_for_the_model(model.calls[0]["messages"])
+        assert agent.confirm({held.id: "approve"}).content == "Deleted."
+    assert notes == {}

@@ -285,3 +285,36 @@ async def test_the_async_loop_delivers_without_blocking_and_stops_when_told(shop
             sender.close()
     assert len(receiver.counts) == 1
     assert receiver.bad_signatures == 0
+
+
+def test_a_target_that_includes_them_gets_the_preview_the_request_and_the_quorum(tmp_path):
+    from _vault import RIGHTS, Vault
+    from turnkit import Caller, StaticPermissions
+
+    ledger = MemoryLedger()
+    ledger.set_setting("api_session_write_modules", ["vault"])
+    ex = Executor(Registry([Vault(tmp_path / "v.log")]), ledger=ledger,
+                  permissions=StaticPermissions(RIGHTS))  # fmt: skip
+    secret, bare_secret = new_secret(), new_secret()
+    try:
+        with Receiver(secret) as full, Receiver(bare_secret) as bare:
+            add_target(ledger, "full", "webhook", {"url": full.url, "secret": secret},
+                       events=["held"], include=["preview", "context"], now=0)  # fmt: skip
+            add_target(ledger, "bare", "webhook", {"url": bare.url, "secret": bare_secret},
+                       events=["held"], now=0)  # fmt: skip
+            request = {"user": "move 100 from ops", "model": "Moving it."}
+            ex.call(Caller.session("alice"), "vault.move_funds",
+                    {"account": "ops", "amount": 100}, request=request)  # fmt: skip
+            sender = dispatcher(ex)
+            try:
+                assert sender.run_once().sent == 2
+            finally:
+                sender.close()
+        data = full.bodies[0]["data"]
+        assert data["preview"] == {"value": {"account": "ops", "before": 500, "after": 400}}
+        assert data["context"] == request
+        assert data["approvals"] == {"given": 0, "needed": 2}
+        assert "before" not in bare.raw[0]
+        assert "move 100" not in bare.raw[0]
+    finally:
+        ex.close()

@@ -61,6 +61,7 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     danger: Literal["always"] | Callable[..., bool] | None = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -72,8 +73,11 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     danger: Literal["always"] | Callable[..., bool] | None = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a local tool of a function; its parameters' type hints become the input schema.
+    ``preview``: a function taking the same arguments that says, without writing, what a held
+    call would change (shown to the person deciding, never to the model).
 
     Example:
         >>> @tool(read_only=True)
@@ -97,6 +101,7 @@ def tool(
             handler=_call_with_model(function, model),
             read_only=read_only,
             danger=danger,
+            preview=None if preview is None else _call_with_model(preview, model),
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -136,6 +141,7 @@ def _build(
     handler: Callable[..., Any],
     read_only: bool = False,
     danger: Any = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Tool:
     return Tool(
         name=f"{LOCAL_MODULE}.{_snake(name)}",
@@ -146,6 +152,7 @@ def _build(
         handler=handler,
         annotations={"read_only": read_only},
         danger=danger,
+        preview=preview,
         module=LOCAL_MODULE,
     )
 

@@ -39,6 +39,11 @@ class PendingConfirmation:
     """Exactly what will run on approval."""
     expires_at: str
     """ISO 8601 UTC time after which it can no longer be approved."""
+    preview: dict[str, Any] | None = None
+    """The tool's preview of the write, for the person (``{"value": ...}``, or
+    ``{"unavailable": why}``); None when the tool declares none."""
+    approvals: dict[str, Any] | None = None
+    """For a write that needs several people: ``given``, ``needed``, ``separate_duties``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,4 +111,6 @@ def _pending(entry: dict[str, Any]) -> PendingConfirmation:
         title=entry["title"],
         arguments=entry["arguments"],
         expires_at=entry["expires_at"],
+        preview=entry.get("preview"),
+        approvals=entry.get("approvals"),
     )

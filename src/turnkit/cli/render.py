@@ -93,6 +93,16 @@ def held(console: Console, entry: dict[str, Any]) -> None:
     console.print(
         f"  confirmation {escape(entry['confirmation_id'])} · expires {escape(entry['expires_at'])}"
     )
+    preview = entry.get("preview") or {}
+    if "unavailable" in preview:
+        console.print(f"  [dim]preview unavailable: {escape(str(preview['unavailable']))}[/]")
+    elif "value" in preview:
+        shown = compact(preview["value"], 400)
+        cut = " (cut)" if preview.get("truncated") else ""
+        console.print(f"  [cyan]what it would change:[/] {escape(str(shown))}{cut}")
+    approvals = entry.get("approvals")
+    if approvals and approvals.get("needed", 1) > 1:
+        console.print(f"  needs {approvals['needed']} approvals ({approvals['given']} given)")
     if entry.get("problem"):
         console.print(f"  [red]not applied last time:[/] {escape(entry['problem'])}")
 

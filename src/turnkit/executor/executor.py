@@ -31,7 +31,6 @@ from turnkit.executor.confirmations import (
 from turnkit.executor.drivers import adrive, drive
 from turnkit.executor.effects import Environment, Orphans, Permissions, on_ledger
 from turnkit.executor.pipeline import Call, enabled_now, execute_steps, settings_now
-from turnkit.executor.previews import bounded_request
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
 from turnkit.ledger.keys import ApiKey
@@ -382,7 +381,7 @@ class Executor:
             settings=settings,
             thread=thread if isinstance(thread, str) and steps.plain_text(thread) else None,
             wait=wait,
-            request=bounded_request(request),
+            request=request,
         )
 
     # --- confirmations ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -77,8 +78,9 @@ class Call:
     """When this call reserved its idempotency key (a repeat's staleness counts from it)."""
     thread: str | None = None
     """The conversation (thread) whose turn makes the call; kept with a hold."""
-    request: dict[str, str] | None = None
-    """The request that led to the call (``user``, ``model`` texts, bounded); kept with a hold."""
+    request: Mapping[str, str] | None = None
+    """The request that led to the call (``user``, ``model`` texts); kept, bounded, with a
+    hold (read only then: a door may pass a lazy mapping)."""
     wait: bool = True
     """Whether a repeat of a running idempotency key waits for the first call's outcome (in
     process) or answers ``in_progress`` at once (over HTTP: the client retries)."""
@@ -352,7 +354,7 @@ def _hold(
         reserved_units=0 if window is None else cost,
         reserved_window=window,
         preview=preview,
-        request=call.request,
+        request=previews.bounded_request(call.request),
         caller_name=(yield from previews.caller_name(caller)),
         approvals_needed=approvals,
         separate_duties=separate,

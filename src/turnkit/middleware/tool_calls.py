@@ -12,7 +12,7 @@ finds it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +62,7 @@ class Run:
     model_name: str
     thread: str | None = None
     """The conversation the call belongs to (kept with a hold)."""
-    request: dict[str, str] | None = None
+    request: Mapping[str, str] | None = None
     """The request that led to the call (``turn.messages.request_of``; kept with a hold)."""
 
 

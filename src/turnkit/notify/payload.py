@@ -51,7 +51,7 @@ def payload(
         data |= {
             "tool": c.tool,
             "caller": c.caller.identity,
-            "caller_name": getattr(c, "caller_name", None),
+            "caller_name": c.caller_name,
             "thread_id": c.thread_id,
             "expires_at": iso(c.expires_at),
         }
@@ -59,10 +59,12 @@ def payload(
             data["decided_by"] = c.decided_by
         if "arguments" in target.include:
             data["arguments"] = c.input
+        if c.approvals_needed > 1:
+            data["approvals"] = {"given": c.approvals_given, "needed": c.approvals_needed}
         if "preview" in target.include:
-            data["preview"] = getattr(c, "preview", None)
+            data["preview"] = None if c.preview is None else c.preview.to_json()
         if "context" in target.include:
-            data["context"] = getattr(c, "request", None)
+            data["context"] = c.request
     return {
         "type": f"confirmation.{delivery.event}",
         "timestamp": iso(delivery.created_at),

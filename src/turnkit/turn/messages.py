@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from langchain_core.messages import (
@@ -139,19 +140,43 @@ def last_ai(messages: list[AnyMessage]) -> AIMessage | None:
     return None
 
 
-def request_of(messages: list[AnyMessage]) -> dict[str, str] | None:
-    """The request that led to this round, for the approvers of a write it holds: the person's
+class Request(Mapping[str, str]):
+    """The request that led to a round, for the approvers of a write it holds: the person's
     last message (``user``) and the model's text of the round (``model``), where there are
-    some. The executor bounds them (``Executor.call``'s ``request``)."""
-    found: dict[str, str] = {}
-    for message in reversed(messages):
-        if "model" not in found and "user" not in found and isinstance(message, AIMessage):
-            found["model"] = message.text
-        elif isinstance(message, HumanMessage):
-            found["user"] = message.text
-            break
-    texts = {part: text for part, text in found.items() if text.strip()}
-    return texts or None
+    some. Read from the messages only when asked (when a call is held: most calls are not);
+    the executor bounds it (``Executor.call``'s ``request``)."""
+
+    __slots__ = ("_messages", "_texts")
+
+    def __init__(self, messages: list[AnyMessage]) -> None:
+        self._messages = messages
+        self._texts: dict[str, str] | None = None
+
+    def _read(self) -> dict[str, str]:
+        if self._texts is None:
+            found: dict[str, str] = {}
+            for message in reversed(self._messages):
+                if not found and isinstance(message, AIMessage):
+                    found["model"] = message.text
+                elif isinstance(message, HumanMessage):
+                    found["user"] = message.text
+                    break
+            self._texts = {part: text for part, text in found.items() if text.strip()}
+        return self._texts
+
+    def __getitem__(self, part: str) -> str:
+        return self._read()[part]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+def request_of(messages: list[AnyMessage]) -> Request:
+    """The request that led to the round ``messages`` end with (``Request``, read lazily)."""
+    return Request(messages)
 
 
 def kind_of(value: object) -> str:
