@@ -213,7 +213,7 @@ def _closed(outcome: dict[str, Any]) -> Confirmation:
 
 
 def test_what_a_person_reads_shows_an_unreadable_outcome_instead_of_failing():
-    from turnkit.server.ui.pages import outcome_of  # internal: the inbox's words for it
+    from turnkit.server.ui.views import outcome_of  # internal: the inbox's words for it
 
     row = _closed({"status": "ok"})  # no turnkit wrote this: edited by hand
     with pytest.raises(ValueError, match="not the JSON of an answer"):

@@ -1,39 +1,41 @@
-"""The inbox's pages under ``/ui``: sign in, the pending confirmations, decide, history.
+"""The inbox's routes under ``/ui``: sign in, the pending confirmations, a confirmation's own
+page, decide one or many, history.
 
 Plain HTML forms (approve and reject work without JavaScript); ``inbox.js`` adds the expiry
-countdown and drops confirmations that left the list (it polls ``/ui/pending.json``). Deciding is
-the executor's ``aconfirm`` under the person's allow list: the write runs at most once whoever
-decides first, from whichever process; a second decider is told who decided and how. Every
-message a page shows is built here from the ledger, never taken from the request.
+countdown, keeps "5 minutes ago" current and drops confirmations that left the list (it polls
+``/ui/pending.json``). What a page shows comes from ``views.py``, who may see it from
+``access.py``, and every decision goes through ``deciding.decide_one``: the write runs at most
+once whoever decides first, from whichever process; a second decider is told who decided and
+how. Every message a page shows is built from the ledger, never taken from the request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
-from turnkit.executor.answers import Answer, Ran, Refused, Unreadable, shown_outcome
-from turnkit.executor.confirmations import could_be_id, decides_for_others, refusal_for_others
+from turnkit.executor.confirmations import could_be_id
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKeys
-from turnkit.ledger.records import (
-    Confirmation,
-    ConfirmationStatus,
-    Cursor,
-    Readable,
-    iso,
-)
-from turnkit.registry.caller import apermissions_now
 from turnkit.server.ui import present, report, session
+from turnkit.server.ui.access import may_decide
+from turnkit.server.ui.deciding import NOT_YOURS, decide_one, notice
 from turnkit.server.ui.session import IDLE_SECONDS, Person, SignIn
+from turnkit.server.ui.views import (
+    DECIDED,
+    PAGE,
+    Filters,
+    bulk_values,
+    decidable,
+    detail_values,
+    history_rows,
+    inbox_values,
+)
 
 __all__ = ["inbox_router", "static_files"]
 
@@ -43,9 +45,8 @@ _templates = Environment(
 )
 _templates.filters["marked"] = present.marked  # hidden characters shown as markers
 _templates.tests["hiding"] = present.has_hidden
-_DECIDED: tuple[ConfirmationStatus, ...] = ("done", "rejected", "expired", "forbidden", "running")
-PAGE = 50
-"""Confirmations per page, in the inbox and in the history."""
+BULK_MOST = PAGE
+"""The most confirmations one bulk decision takes (a page's worth)."""
 _HEADERS = {
     "cache-control": "no-store",
     "x-frame-options": "DENY",
@@ -74,7 +75,8 @@ def inbox_router(
         request: Request, who: Person | None, name: str, status: int = 200, **values: Any
     ) -> HTMLResponse:
         response = HTMLResponse(status_code=status, headers=_HEADERS)
-        values |= {"person": who, "root": _root(request), "own_sign_in": sign_in is None}
+        values |= {"person": who, "root": _root(request), "own_sign_in": sign_in is None,
+                   "now": executor.clock()}  # fmt: skip
         values["csrf"] = session.csrf_token(request, who, response)
         response.body = response.render(_templates.get_template(name).render(**values))
         response.headers["content-length"] = str(len(response.body))
@@ -133,8 +135,8 @@ def inbox_router(
         if who is None:
             return to_sign_in(request)
         shown = Filters.of(tool, thread, after)
-        values = await _inbox_values(executor, who, shown)
-        values["notice"] = await _notice(executor, who, decided)
+        values = await inbox_values(executor, who, shown)
+        values["notice"] = await notice(executor, who, decided)
         return page(request, who, "inbox.html", **values)
 
     @router.get("/pending.json")
@@ -145,7 +147,7 @@ def inbox_router(
         if who is None:
             return JSONResponse({"signed_in": False, "ids": []}, status_code=401)
         asked = [i for i in ids.split(",")[:PAGE] if could_be_id(i)] if ids else None
-        still = [held.id for held in await _decidable(executor, who, Filters(), asked)]
+        still = [held.id for held in await decidable(executor, who, Filters(), asked)]
         headers = {"cache-control": "no-store"}
         return JSONResponse({"signed_in": True, "ids": still}, headers=headers)
 
@@ -160,34 +162,73 @@ def inbox_router(
         if action not in ("approve", "reject", "edit"):
             return message(request, who, 404, "Not found",
                            "There is no such action: approve, reject or edit.")  # fmt: skip
-        before = await executor.aconfirmation(confirmation_id)
-        if before is None or not await _may_decide(executor, who, before):
-            return message(request, who, 404, "Not found",
-                           "There is no such confirmation for you to decide.")  # fmt: skip
-        if before.status == "expired":
-            return message(request, who, 410, "Expired", _expired(before))
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        decision = _decision(action, before, fields)
-        answer = await executor.adecide(before.id, who.caller, decision, allow=who.allow)
-        after = await executor.aconfirmation(before.id) or before
-        if after.status == "expired":
-            return message(request, who, 410, "Expired", _expired(after))
-        if before.status != "pending" or answer.already_decided:
-            return message(request, who, 409, "Already decided", _already(after))
-        if after.status == "pending" and action == "edit":  # invalid: nothing applied
-            values = await _inbox_values(executor, who, Filters())
-            values["problems"] = {before.id: _violations(answer)}
-            values["edited"] = {before.id: fields}
-            return page(request, who, "inbox.html", status=422, **values)
-        if after.status == "pending":  # refused and still pending (a rate limit, this door)
-            match answer:
-                case Refused(code=code, message=said):
-                    here = code == "cannot_decide_here"  # this server's configuration: 409
-                case _:
-                    here, said = False, "the decision was not applied"
-            return message(request, who, 409 if here else 422, "Not applied",
-                           f"Nothing was applied: {said}")  # fmt: skip
-        return RedirectResponse(f"{_root(request)}/?decided={after.id}", status_code=303)
+        done = await decide_one(executor, who, confirmation_id, action, fields)
+        back = fields.get("back") == "detail"
+        match done.kind:
+            case "not_found" | "expired" | "already" | "not_applied":
+                return message(request, who, done.status, done.title, done.text)
+            case "invalid" if back and done.held is not None:
+                values = await detail_values(executor, who, done.held)
+                values |= {"problems": done.problems, "edited": fields}
+                return page(request, who, "detail.html", status=422, **values)
+            case "invalid" if done.held is not None:
+                values = await inbox_values(executor, who, Filters())
+                values["problems"] = {done.held.id: done.problems}
+                values["edited"] = {done.held.id: fields}
+                return page(request, who, "inbox.html", status=422, **values)
+        decided = done.held.id if done.held is not None else confirmation_id
+        if back:
+            return RedirectResponse(f"{_root(request)}/confirmations/{decided}?decided=1",
+                                    status_code=303)  # fmt: skip
+        return RedirectResponse(f"{_root(request)}/?decided={decided}", status_code=303)
+
+    @router.get("/confirmations/{confirmation_id}")
+    async def detail(confirmation_id: str, request: Request, decided: str = "") -> Response:
+        who = await person(request)
+        if who is None:
+            return to_sign_in(request)
+        held = await executor.aconfirmation(confirmation_id)
+        if held is None or not await may_decide(executor, who, held):
+            return message(request, who, 404, "Not found", NOT_YOURS)
+        values = await detail_values(executor, who, held)
+        if decided:
+            values["notice"] = await notice(executor, who, held.id)
+        return page(request, who, "detail.html", **values)
+
+    @router.post("/bulk")
+    async def bulk(request: Request) -> Response:
+        """Many confirmations decided at once: the first post asks (the count and the tools,
+        never deciding); only the page it shows, sent with ``confirmed``, decides, each one
+        through the same path as a single decision."""
+        who = await person(request)
+        form = await request.form()
+        if session.forged(request, who, form.get("csrf")):
+            return refused_form(request, who)
+        if who is None:
+            return to_sign_in(request)
+        action = form.get("action")
+        if action not in ("approve", "reject"):
+            return message(request, who, 422, "Choose approve or reject",
+                           "Bulk decisions approve or reject; edit one at a time.")  # fmt: skip
+        asked = [i for i in form.getlist("id") if isinstance(i, str) and could_be_id(i)]
+        ids = list(dict.fromkeys(asked))[:BULK_MOST]
+        if not ids:
+            return message(request, who, 422, "Nothing selected",
+                           "Tick the confirmations to decide, then choose approve or"
+                           " reject.")  # fmt: skip
+        reason = form.get("message")
+        fields = {"message": reason if isinstance(reason, str) else ""}
+        if form.get("confirmed") != "yes":
+            values = await bulk_values(executor, who, ids)
+            return page(request, who, "bulk_confirm.html", action=action, **values,
+                        message=fields["message"])  # fmt: skip
+        rows = []
+        for confirmation_id in ids:
+            done = await decide_one(executor, who, confirmation_id, action, fields)
+            rows.append({"id": confirmation_id, "tool": done.held.tool if done.held else "",
+                         "kind": done.kind, "text": done.text})  # fmt: skip
+        return page(request, who, "bulk_done.html", action=action, rows=rows)
 
     @router.get("/history")
     async def history(
@@ -196,19 +237,19 @@ def inbox_router(
         who = await person(request)
         if who is None:
             return to_sign_in(request)
-        chosen = status if status in _DECIDED else ""
+        chosen = status if status in DECIDED else ""
         shown = Filters.of(tool, "", after)
-        rows, following = await _history(executor, who, shown, chosen)
+        rows, following = await history_rows(executor, who, shown, chosen)
         tools = sorted(t.name for t in executor.registry.tools)
         return page(request, who, "history.html", rows=rows, tools=tools, tool=shown.tool,
-                    chosen=chosen, statuses=_DECIDED, following=following,
+                    chosen=chosen, statuses=DECIDED, following=following,
                     paged=shown.after is not None)  # fmt: skip
 
     @router.get("/confirmations/{confirmation_id}/{action}")
     async def decide_by_address(request: Request) -> Response:
         return message(request, await person(request), 405, "Use the buttons",
-                       "A decision is made with the buttons on the inbox page, not by opening"
-                       " its address.")  # fmt: skip
+                       "A decision is made with the buttons on the inbox page or the"
+                       " confirmation's page, not by opening its address.")  # fmt: skip
 
     report.add_report(router, executor, person, page, to_sign_in)  # GET /report (report.py)
 
@@ -218,218 +259,6 @@ def inbox_router(
         return message(request, await person(request), 404, "Not found", text)
 
     return router
-
-
-async def _permissions(executor: Executor, who: Person) -> Collection[str]:
-    return await apermissions_now(executor.permissions, who.caller)
-
-
-def _theirs(who: Person, held: Confirmation, permissions: Collection[str]) -> bool:
-    """Whether ``who`` may see and decide ``held``: the executor's rule, within their allow
-    list (a key's allow list binds the person who signed in with it, as it does over REST)."""
-    if who.allow != "all" and held.tool not in who.allow:
-        return False
-    if held.caller.identity == who.caller.identity:
-        return True
-    return refusal_for_others(who.caller, held, permissions, who.allow) is None
-
-
-async def _may_decide(executor: Executor, who: Person, held: Confirmation) -> bool:
-    return _theirs(who, held, await _permissions(executor, who))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Filters:
-    """What a page of the inbox or the history shows: one tool's, one conversation's, and the
-    page after a cursor."""
-
-    tool: str = ""
-    thread: str = ""
-    after: Cursor | None = None
-
-    @classmethod
-    def of(cls, tool: str, thread: str, after: str) -> Filters:
-        """The filters of a page's query (anything malformed is left out, never an error)."""
-        return cls(
-            tool=tool if could_be_id(tool) else "",
-            thread=thread if could_be_id(thread) else "",
-            after=Cursor.parse(after) if after else None,
-        )
-
-    def query(self, after: Cursor | None) -> str:
-        """The query string of the page after ``after`` under these filters."""
-        given = {"tool": self.tool, "thread": self.thread}
-        if after is not None:
-            given["after"] = after.text()
-        return urlencode({name: value for name, value in given.items() if value})
-
-
-async def _listed(
-    executor: Executor,
-    who: Person,
-    status: ConfirmationStatus | tuple[ConfirmationStatus, ...],
-    shown: Filters,
-    *,
-    ids: list[str] | None = None,
-    newest_first: bool = False,
-) -> tuple[list[Confirmation], Cursor | None]:
-    """A page of the confirmations of ``status`` that ``who`` may see (read from the ledger as
-    such: their own, and others' when they may decide them, within their allow list), and the
-    cursor of the next page when there may be one."""
-    permissions = await _permissions(executor, who)
-    others = "all" if decides_for_others(who.caller, permissions) else None
-    found = await executor.ledger.alist_confirmations(
-        status=status,
-        tool=shown.tool or None,
-        thread=shown.thread or None,
-        tools=None if who.allow == "all" else who.allow,
-        ids=ids,
-        readable=Readable(identity=who.caller.identity, others=others),
-        after=shown.after,
-        limit=PAGE,
-        newest_first=newest_first,
-        unexpired_at=executor.clock() if status == "pending" else None,
-    )
-    following = Cursor.of(found[-1]) if len(found) == PAGE else None
-    return [held for held in found if _theirs(who, held, permissions)], following
-
-
-async def _decidable(
-    executor: Executor, who: Person, shown: Filters, ids: list[str] | None = None
-) -> list[Confirmation]:
-    """A page of the pending, unexpired confirmations ``who`` may decide, oldest first."""
-    return (await _listed(executor, who, "pending", shown, ids=ids))[0]
-
-
-async def _inbox_values(executor: Executor, who: Person, shown: Filters) -> dict[str, Any]:
-    now = executor.clock()
-    items = []
-    found, following = await _listed(executor, who, "pending", shown)
-    for held in found:
-        tool = executor.registry.get(held.tool)
-        items.append(
-            {
-                "id": held.id,
-                "tool": held.tool,
-                "title": (tool.title if tool is not None and tool.title else held.tool),
-                "caller": present.asked_by(held.caller),
-                "thread": held.thread_id,
-                "created_at": iso(held.created_at),
-                "expires_at": iso(held.expires_at),
-                "seconds_left": max(0, int(held.expires_at - now)),
-                "arguments": present.node(held.input),
-            }
-        )
-    return {
-        "items": items,
-        "notice": "",
-        "problems": {},
-        "edited": {},
-        "filters": shown,
-        "tools": sorted(t.name for t in executor.registry.tools),
-        "following": None if following is None else shown.query(following),
-    }
-
-
-async def _notice(executor: Executor, who: Person, decided: str) -> str:
-    """What became of the confirmation this person just decided (read from the ledger)."""
-    if not decided or not could_be_id(decided):
-        return ""
-    held = await executor.aconfirmation(decided)
-    if held is None or held.status == "pending" or not await _may_decide(executor, who, held):
-        return ""
-    return f"{held.tool}: {_said(held)}"
-
-
-async def _history(
-    executor: Executor, who: Person, shown: Filters, status: str
-) -> tuple[list[dict[str, Any]], str | None]:
-    """A page of the decided confirmations ``who`` may see, newest first, each with what became
-    of its write (from the confirmation itself: a repeat of a rejected call is no write)."""
-    chosen: tuple[ConfirmationStatus, ...] = tuple(s for s in _DECIDED if s == status) or _DECIDED
-    found, following = await _listed(executor, who, chosen, shown, newest_first=True)
-    rows = [
-        {
-            "id": held.id,
-            "tool": held.tool,
-            "caller": present.asked_by(held.caller),
-            "status": held.status,
-            "decided_by": held.decided_by or "",
-            "decided_at": iso(held.decided_at) if held.decided_at else iso(held.expires_at),
-            "decision": (held.decision or {}).get("action", held.status),
-            "outcome": outcome_of(held),
-        }
-        for held in found
-    ]
-    return rows, None if following is None else shown.query(following)
-
-
-def outcome_of(held: Confirmation) -> str:
-    """What became of a confirmation's write, in a few words: whether a write ran."""
-    if held.status == "running":
-        return "the write is running"
-    match shown_outcome(held):
-        case Ran():
-            return "the write ran"
-        case Unreadable():
-            return f"{held.status}: its stored outcome is unreadable (check the ledger)"
-        case Refused(code="outcome_unknown"):
-            return "unknown: the write's process stopped (check the data)"
-        case Refused(code="timeout" | "internal_error" | "tool_error" as code) if (
-            held.status == "done"
-        ):
-            return f"the write failed ({code})"
-        case Refused(code=code, details=details):
-            reason = details.get("reason")
-            why = f"{code}, {reason}" if reason else code
-            return f"no write ran ({held.status}: {why})"
-    return f"no write ran ({held.status})"
-
-
-def _decision(action: str, held: Confirmation, fields: dict[str, str]) -> dict[str, Any]:
-    if action == "approve":
-        return {"action": "approve"}
-    if action == "reject":
-        return {"action": "reject", "message": fields.get("message", "").strip()[:2000] or None}
-    return {"action": "edit", "arguments": present.rebuilt(held.input, fields)}
-
-
-def _violations(answer: Answer) -> dict[str, str]:
-    """The answer's schema violations by JSON pointer (``""`` for the rest)."""
-    if not isinstance(answer, Refused):
-        return {}
-    found: dict[str, str] = {}
-    for violation in answer.details.get("violations", []):
-        path = str(violation.get("path", ""))
-        found[path] = (found.get(path, "") + " " + str(violation.get("message", ""))).strip()
-    if not found:
-        found[""] = answer.message
-    return found
-
-
-def _said(held: Confirmation) -> str:
-    action = (held.decision or {}).get("action", held.status)
-    outcome = shown_outcome(held)
-    if isinstance(outcome, Ran):
-        return "edited; the write ran" if action == "edit" else "approved; the write ran"
-    if action == "reject":
-        return "rejected; nothing ran"
-    if held.status == "running":
-        return "approved; the write is running"
-    return f"{action}: {outcome.message if isinstance(outcome, Refused) else held.status}"
-
-
-def _already(held: Confirmation) -> str:
-    action = (held.decision or {}).get("action", held.status)
-    when = iso(held.decided_at) if held.decided_at else "earlier"
-    return (
-        f"This confirmation was already decided: {action} by {held.decided_by or 'someone'}"
-        f" at {when} ({held.status}). Nothing ran again."
-    )
-
-
-def _expired(held: Confirmation) -> str:
-    return f"This confirmation expired at {held.expires_at_iso}: nothing ran. Ask again."
 
 
 def _root(request: Request) -> str:

@@ -22,14 +22,29 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from markupsafe import Markup, escape
 
+from turnkit.ledger.records import Preview, iso
 from turnkit.registry.caller import Caller
 from turnkit.registry.pointers import segment
 
-__all__ = ["FOLD_OVER", "HIDDEN", "Node", "asked_by", "has_hidden", "marked", "node", "rebuilt"]
+__all__ = [
+    "FOLD_OVER",
+    "HIDDEN",
+    "Node",
+    "PreviewShown",
+    "ago",
+    "asked_by",
+    "has_hidden",
+    "marked",
+    "node",
+    "preview_shown",
+    "rebuilt",
+    "when",
+]
 
 HIDDEN = re.compile(
     "[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"  # bidi controls
@@ -165,3 +180,60 @@ def _typed(text: str, like: Any) -> Any:
     if isinstance(like, int | float) and isinstance(parsed, int | float):
         return parsed
     return text
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PreviewShown:
+    """A confirmation's preview as a page shows it: the tree of its JSON, or the start of its
+    JSON text when it was cut, or why there is none."""
+
+    tree: Node | None = None
+    """The preview's value as a tree, like the arguments (None when cut or unavailable)."""
+    cut: str | None = None
+    """The start of the preview's JSON text, when it was longer than the ledger keeps."""
+    unavailable: str | None = None
+    """Why the tool's preview gave nothing (it failed, took too long, was not JSON)."""
+
+
+def preview_shown(preview: Preview | None) -> PreviewShown | None:
+    """What a page shows of ``preview``; None when the tool declares no preview."""
+    if preview is None:
+        return None
+    if preview.unavailable is not None:
+        return PreviewShown(unavailable=preview.unavailable)
+    if preview.truncated:
+        value = preview.value
+        return PreviewShown(cut=value if isinstance(value, str) else json.dumps(value))
+    return PreviewShown(tree=node(preview.value))
+
+
+_UNITS = ((90 * 60, 60, "minute"), (36 * 3600, 3600, "hour"), (float("inf"), 86400, "day"))
+"""(below, size, name): a span shorter than ``below`` is said in units of ``size`` seconds
+(``inbox.js`` says it the same way)."""
+
+
+def ago(at: float, now: float) -> str:
+    """How long before (or after) ``now`` the moment ``at`` is, as a person says it.
+
+    Example:
+        >>> ago(1000.0, 1300.0), ago(1000.0, 1010.0), ago(1000.0, 820.0), ago(0.0, 200000.0)
+        ('5 minutes ago', 'just now', 'in 3 minutes', '2 days ago')
+    """
+    seconds = now - at
+    span = abs(seconds)
+    if span < 45:
+        return "just now"
+    _, size, unit = next(u for u in _UNITS if span < u[0])
+    count = max(1, round(span / size))
+    said = f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{said} ago" if seconds > 0 else f"in {said}"
+
+
+def when(at: float, now: float) -> Markup:
+    """A ``<time>`` element of ``at``: how long ago as its text (``inbox.js`` keeps it current
+    and writes the exact time in the reader's zone as its title), the exact UTC time as its
+    title until then, the ISO timestamp as its ``datetime``."""
+    exact = datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time class="relative" datetime="{}" title="{}">{}</time>').format(
+        iso(at), exact, ago(at, now)
+    )

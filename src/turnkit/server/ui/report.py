@@ -2,7 +2,7 @@
 
 The figures are ``turnkit.ledger.report.approval_report``'s — the same as ``turnkit report
 approvals`` prints — over the confirmations the signed-in person may see in the inbox (the
-inbox's visibility rule, ``pages._listed``): a person who may decide for others
+inbox's visibility rule, ``views._listed``): a person who may decide for others
 (``system.confirm_any``, and for a key the scope ``system.confirmations:decide``) sees every
 caller's figures; one who may decide only their own sees **the figures of their own
 confirmations only**. Either way a key's allow list limits the tools. The table stacks into one

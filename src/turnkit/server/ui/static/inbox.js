@@ -2,6 +2,9 @@
 // (another tab, the command line, REST, another process) leaves the list within two seconds.
 // The poll is not a use of the sign-in: a tab left open does not keep it alive past its idle
 // timeout, and the page says so when it has ended.
+// Times ("5 minutes ago") stay current, with the exact time in the reader's own zone as their
+// title; "now" is the server's clock when the page was made, plus the time since (the server
+// decides expiries, so its clock is the one that counts). The bulk bar counts the ticked cards.
 // Everything here is optional: the forms work without it.
 (function () {
   "use strict";
@@ -50,8 +53,41 @@
       .catch(function () {});
   }
 
-  if (document.querySelector("article.confirmation")) {
-    setInterval(tick, 1000);
-    setInterval(poll, 1500);
+  var loaded = Date.now();
+  var serverNow = parseFloat(document.body.dataset.now || "");
+  var units = [[90 * 60, 60, "minute"], [36 * 3600, 3600, "hour"], [Infinity, 86400, "day"]];
+
+  function ago(at, now) {  // the same words as present.ago on the server
+    var seconds = now - at, span = Math.abs(seconds);
+    if (span < 45) return "just now";
+    var unit = units.filter(function (u) { return span < u[0]; })[0];
+    var count = Math.max(1, Math.round(span / unit[1]));
+    var said = count + " " + unit[2] + (count === 1 ? "" : "s");
+    return seconds > 0 ? said + " ago" : "in " + said;
   }
+
+  function times() {
+    var now = (isNaN(serverNow) ? loaded / 1000 : serverNow) + (Date.now() - loaded) / 1000;
+    document.querySelectorAll("time.relative[datetime]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      el.textContent = ago(at / 1000, now);
+      el.title = new Date(at).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "long" });
+    });
+  }
+
+  function picked() {
+    var out = document.getElementById("picked");
+    if (out) out.textContent = String(document.querySelectorAll("input.pick:checked").length);
+  }
+
+  times();
+  setInterval(times, 30000);
+  document.addEventListener("change", function (event) {
+    if (event.target.classList && event.target.classList.contains("pick")) picked();
+  });
+  picked();
+
+  if (document.querySelector("time.countdown")) setInterval(tick, 1000);
+  if (document.querySelector("article.confirmation")) setInterval(poll, 1500);
 })();
