@@ -270,3 +270,59 @@ def test_two_processes_racing_the_last_approval_run_it_once(ledger_url, tmp_path
     finally:
         ex.close()
         ex.ledger.close()
+
+
+# --- an edit asks again what its new input needs ----------------------------------------------
+
+
+def test_an_edit_that_would_need_a_quorum_gets_one_and_its_caller_may_not_make_it(ex, vault):
+    cid = hold(ex, "vault.pay_invoice", amount=500)  # a session's write: held, one approval
+    assert ex.ledger.get_confirmation(cid).approvals_needed == 1
+    big = Decision.edit({"account": "ops", "amount": 5000})
+    mine = ex.decide(cid, ALICE, big)
+    assert mine.code == "forbidden"
+    assert "separate duties" in mine.message
+    assert ex.ledger.get_confirmation(cid).input["amount"] == 500
+    first = ex.decide(cid, BOB, big)  # the danger check asks two people for 5000
+    assert first.to_json()["approvals"] == {"given": 1, "needed": 2}
+    held = ex.ledger.get_confirmation(cid)
+    assert (held.approvals_needed, held.separate_duties) == (2, True)
+    assert held.input["amount"] == 5000
+    assert vault.writes() == []
+    assert ex.decide(cid, ALICE, "approve").code == "forbidden"
+    assert ex.decide(cid, CAROL, "approve").status == "ok"
+    assert [w["input"]["amount"] for w in vault.writes()] == [5000]
+
+
+def test_a_small_edit_of_a_one_approval_hold_still_runs_at_once(ex, vault):
+    cid = hold(ex, "vault.pay_invoice", amount=500)
+    answer = ex.decide(cid, ALICE, Decision.edit({"account": "ops", "amount": 400}))
+    assert answer.status == "ok"
+    assert [w["input"]["amount"] for w in vault.writes()] == [400]
+
+
+def test_an_edit_gets_the_preview_of_its_new_input(ex, vault):
+    cid = hold(ex, amount=100)
+    before = ex.ledger.get_confirmation(cid).preview.value
+    assert before == {"account": "ops", "before": 500, "after": 400}
+    ex.decide(cid, BOB, Decision.edit({"account": "payroll", "amount": 1}))
+    after = ex.ledger.get_confirmation(cid).preview.value
+    assert after == {"account": "payroll", "before": 9000, "after": 8999}
+
+
+def test_a_one_approval_edit_keeps_the_preview_of_what_ran(ex):
+    cid = hold(ex, "vault.set_note", note="first")
+    ex.decide(cid, ALICE, Decision.edit({"account": "ops", "amount": 1, "note": "second"}))
+    assert ex.ledger.get_confirmation(cid).preview.value == {"note": "second"}
+
+
+def test_an_edit_in_a_quorum_is_recorded_as_the_decision_and_the_report_counts_it(ex, vault):
+    from turnkit.ledger.report import approval_report  # internal: the report has no public name
+
+    cid = hold(ex)
+    ex.decide(cid, BOB, Decision.edit({"account": "ops", "amount": 50}))
+    assert ex.decide(cid, CAROL, "approve").status == "ok"
+    held = ex.ledger.get_confirmation(cid)
+    assert held.decision == {"action": "edit", "arguments": {"account": "ops", "amount": 50}}
+    (row,) = approval_report(ex.ledger, now=ex.clock())
+    assert (row.approved, row.edited) == (0, 1)

@@ -8,7 +8,6 @@ pipeline from step 1 as the caller who was held, with a single-use token that le
 from __future__ import annotations
 
 import secrets
-import time
 import uuid
 from collections.abc import Collection
 from dataclasses import replace
@@ -17,25 +16,21 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from turnkit.executor import steps
-from turnkit.executor.answers import (
-    NO_REASON,
-    Answer,
-    Held,
-    Refused,
-    Rejected,
-    answer_from_json,
-)
+from turnkit.executor.answers import NO_REASON, Answer, Refused, Rejected
 from turnkit.executor.closing import close_held, expire
 from turnkit.executor.door import door_refusal
-from turnkit.executor.effects import Environment, Pause, Permissions, Steps, on_ledger
-from turnkit.executor.pipeline import (
-    OUTCOME_UNKNOWN,
-    POLL_SECONDS,
-    WAIT_GRACE,
-    Call,
-    execute_steps,
-    settings_now,
+from turnkit.executor.effects import Environment, Permissions, Steps, on_ledger
+from turnkit.executor.pipeline import WAIT_GRACE, Call, execute_steps, settings_now
+from turnkit.executor.quorum import (
+    Edit,
+    approve_one,
+    approver_of,
+    edited,
+    same_person,
+    separate_refusal,
+    still_waiting,
 )
+from turnkit.executor.settled import abandon, decided_before, settled
 from turnkit.ledger import Ledger
 from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, Readable
@@ -220,24 +215,20 @@ def confirm_steps(
     now = env.clock()
     if held.status == "pending" and held.expires_at <= now:
         yield from expire(held, now)
-        return (yield from _settled(env, held.id, settings.handler_timeout))
+        return (yield from settled(env, held.id, settings.handler_timeout))
     if held.status != "pending":
-        return (yield from _decided_before(env, held.id, settings.handler_timeout))
+        return (yield from decided_before(env, held.id, settings.handler_timeout))
 
     if parsed.action == "reject":  # runs nothing: any door may reject, whatever it declares
         rejected = Rejected(parsed.message or NO_REASON)
         closed = yield from close_held(held, "rejected", rejected, now, decider, parsed.to_json())
         if not closed:  # another process decided first, or the time ran out just now
-            return (yield from _decided_before(env, held.id, settings.handler_timeout))
-        return (yield from _settled(env, held.id, settings.handler_timeout))
+            return (yield from decided_before(env, held.id, settings.handler_timeout))
+        return (yield from settled(env, held.id, settings.handler_timeout))
 
     edit = parsed.action == "edit"
     if held.separate_duties and same_person(decider, held.caller):
-        return Refused(
-            "forbidden",
-            f"confirmation {held.id!r} needs another person's approval (separate duties): the"
-            " person whose write it is may not approve or edit it; they may still reject it",
-        )
+        return separate_refusal(held.id)
     blocked = yield from door_refusal(env, held, settings, overrides, edit=edit)
     if blocked is not None:  # this door cannot run it as it was held: it stays pending
         return blocked
@@ -254,44 +245,50 @@ def confirm_steps(
             if not himself:
                 runner, run_allow = key.caller, key.allowed
 
-    new_input, new_hash = None, None
+    change: Edit | None = None
     if edit:
-        problem, new_input, new_hash = _checked_edit(env, held, parsed, settings)
-        if problem is not None:
-            return problem
-    if held.approvals_needed > 1:  # one of several approvals: recorded, the last one runs it
-        waiting = yield from _approve_one(env, held, decider, new_input, new_hash, now)
-        if waiting is not None:
-            return waiting
-        new_input, new_hash = None, None  # an edit is in place already
+        checked = yield from _edit_of(env, held, parsed, settings)
+        if isinstance(checked, Refused):
+            return checked
+        change = checked
+        if change.separate_duties and same_person(decider, held.caller):
+            return separate_refusal(held.id)
+    decided = parsed.to_json()
+    several = held.approvals_needed > 1 or (change is not None and change.approvals > 1)
+    if several:  # one of several approvals: recorded; the last one claims and runs it
+        ready = yield from approve_one(env, held, decider, change, now)
+        if not isinstance(ready, Confirmation):
+            return ready
+        held, change = ready, None  # its input, as approved (an edit is in place already)
+        if (held.decision or {}).get("action") == "edit":
+            decided = held.decision or decided  # the write runs edited: say so
     token = secrets.token_urlsafe(24)
     won = yield on_ledger(
         Ledger.claim_confirmation,
         held.id,
         decided_by=decider.identity,
-        decision=parsed.to_json(),
+        decision=decided,
         token=token,
         now=now,
-        input=new_input,
-        input_hash=new_hash,
+        input=None if change is None else change.input,
+        input_hash=None if change is None else change.input_hash,
         key_id=None if key is None else key.id,
+        preview=None if change is None else change.preview,
     )
-    if not won and held.approvals_needed > 1:  # another approval came, or an edit reset them
-        waiting = yield from _still_waiting(held.id)
+    if not won and several:  # another approval came, or an edit reset them
+        waiting = yield from still_waiting(held.id)
         if waiting is not None:
             return waiting
-    if held.approvals_needed > 1 and won:  # the input the approvals were given for
-        held = (yield on_ledger(Ledger.get_confirmation, held.id)) or held
     if not won:  # another process decided first, the time ran out, or the key went just now
         if key is not None:
             now_key: ApiKey | None = yield on_ledger(Ledger.api_key, key.id)
             if now_key is not None and now_key.gone(env.clock()) is not None:
                 return (yield from _refuse_revoked(env, held, now_key, now, decider, parsed))
-        return (yield from _decided_before(env, held.id, settings.handler_timeout))
+        return (yield from decided_before(env, held.id, settings.handler_timeout))
     run = Call(  # as the held caller with their rights now (a key's scopes and allow list)
         caller=runner,
         name=held.tool,
-        input=held.input if new_input is None else new_input,
+        input=held.input if change is None else change.input,
         control={"confirm_token": token},
         allow=run_allow,
         call_id=str(uuid.uuid4()),
@@ -321,65 +318,6 @@ def confirm_steps(
     return answer
 
 
-def same_person(decider: Caller, held: Caller) -> bool:
-    """Whether ``decider`` is the person ``held`` acts for: the same caller, or any key or
-    session of the same user (separate duties are between people, not between their keys)."""
-    return decider.identity == held.identity or (
-        decider.user_id is not None and decider.user_id == held.user_id
-    )
-
-
-def approver_of(decider: Caller) -> str:
-    """Who an approval counts for: the person (``user:<id>``) when the decider has a user, so
-    two keys of one person are one approver; else the caller's identity."""
-    return f"user:{decider.user_id}" if decider.user_id else decider.identity
-
-
-def _approve_one(
-    env: Environment,
-    held: Confirmation,
-    decider: Caller,
-    new_input: dict[str, Any] | None,
-    new_hash: str | None,
-    now: float,
-) -> Steps[Answer | None]:
-    """Record ``decider``'s approval of a write that needs several (an edit first replaces its
-    input: approvals given for the old one count no more). None when the approvals that count
-    may now be enough: the caller tries to claim it. Else the answer for the decider: waiting
-    for more, or why theirs was not recorded."""
-    digest = held.input_hash
-    if new_input is not None and new_hash is not None:
-        if not (yield on_ledger(Ledger.edit_pending, held.id, new_input, new_hash, now)):
-            return (yield from _decided_before(env, held.id, env.defaults.handler_timeout))
-        digest = new_hash
-    recorded = yield on_ledger(Ledger.add_approval, held.id, approver_of(decider), digest, now)
-    current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, held.id)
-    if current is None or current.status != "pending":
-        return (yield from _decided_before(env, held.id, env.defaults.handler_timeout))
-    if not recorded and current.input_hash != digest:
-        return Refused(
-            "in_progress",
-            f"the arguments of confirmation {held.id!r} were edited by someone else while you"
-            " decided: your approval was not recorded. Look at them again",
-        )
-    if current.approvals_given >= current.approvals_needed:
-        return None
-    return _progress(current)
-
-
-def _still_waiting(confirmation_id: str) -> Steps[Answer | None]:
-    """After a claim that lost: the progress of a confirmation still pending, or None."""
-    current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
-    if current is None or current.status != "pending":
-        return None
-    return _progress(current)
-
-
-def _progress(held: Confirmation) -> Held:
-    """The answer to an approver of a write that still needs more approvals."""
-    return Held(held.id, held.expires_at_iso, held.approvals_given, held.approvals_needed)
-
-
 def could_be_id(confirmation_id: object) -> bool:
     """Whether ``confirmation_id`` could name a confirmation: text every database can be asked
     for (no NUL, no lone surrogate, at most ``ID_LIMIT`` characters). Anything else names none."""
@@ -405,16 +343,9 @@ def current_steps(env: Environment, confirmation_id: str) -> Steps[Confirmation 
         settings = yield from settings_now(env)
         stale_before = now - settings.handler_timeout - WAIT_GRACE
         if (held.decided_at or 0) < stale_before:
-            yield from _abandon(held.id, stale_before)
+            yield from abandon(held.id, stale_before)
             held = yield on_ledger(Ledger.get_confirmation, confirmation_id)
     return held
-
-
-def _abandon(confirmation_id: str, stale_before: float) -> Steps[None]:
-    """Close an approved write whose run stopped before ``stale_before``: outcome unknown."""
-    what = f"approved write of {confirmation_id!r}"
-    unknown = Refused("outcome_unknown", OUTCOME_UNKNOWN.format(what=what)).to_json()
-    yield on_ledger(Ledger.abandon_confirmation, confirmation_id, unknown, stale_before)
 
 
 def _refuse_revoked(
@@ -430,8 +361,8 @@ def _refuse_revoked(
     closed = yield from close_held(held, "forbidden", outcome, now, decider, decision.to_json())
     timeout = env.defaults.handler_timeout  # nothing runs: no write to wait for
     if not closed:
-        return (yield from _decided_before(env, held.id, timeout))
-    return (yield from _settled(env, held.id, timeout))
+        return (yield from decided_before(env, held.id, timeout))
+    return (yield from settled(env, held.id, timeout))
 
 
 def key_holds_steps(env: Environment, key: ApiKey, by: str) -> Steps[int]:
@@ -460,56 +391,19 @@ def key_gone(key: ApiKey, now: float) -> Refused:
     )
 
 
-def _checked_edit(
+def _edit_of(
     env: Environment, held: Confirmation, decision: Decision, settings: Any
-) -> tuple[Refused | None, dict[str, Any] | None, str | None]:
-    """An edit's new input checked against the same tool's schema; nothing is applied if not."""
+) -> Steps[Edit | Refused]:
+    """An edit's new input checked against the same tool's schema (nothing is applied if not),
+    and what it needs of its approvers (``quorum.edited``)."""
     tool = env.registry.get(held.tool)
     if tool is None:
-        return (
-            Refused("not_found", f"the tool {held.tool!r} is no longer registered"),
-            None,
-            None,
-        )
+        return Refused("not_found", f"the tool {held.tool!r} is no longer registered")
     problem, text = steps.input_error(tool, decision.arguments, settings)
     if problem is None:
         problem = steps.too_many_items(tool, decision.arguments or {})
     if problem is not None:
-        return replace(problem, message="the edit was not applied: " + problem.message), None, None
-    return None, decision.arguments, steps.input_hash(text)
-
-
-def _decided_before(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
-    """``_settled`` for a decision that came too late: the stored outcome, marked
-    ``already_decided`` so a surface can tell the person that this decision changed nothing."""
-    answer = yield from _settled(env, confirmation_id, timeout)
-    current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
-    if current is None or current.status == "pending":  # reopened (a rate limit): undecided
-        return answer
-    return replace(answer, already_decided=True)
-
-
-def _settled(env: Environment, confirmation_id: str, timeout: float) -> Steps[Answer]:
-    """The stored outcome of a decided confirmation, waiting while its write runs elsewhere."""
-    deadline = time.monotonic() + timeout + WAIT_GRACE
-    stale_before = env.clock() - timeout - WAIT_GRACE
-    while True:
-        current: Confirmation | None = yield on_ledger(Ledger.get_confirmation, confirmation_id)
-        if current is None:
-            return Refused("not_found", f"no confirmation {confirmation_id!r}")
-        if current.outcome is not None:
-            return answer_from_json(current.outcome)
-        if current.status == "running" and (current.decided_at or 0) < stale_before:
-            yield from _abandon(confirmation_id, stale_before)
-            continue
-        if current.status == "pending":
-            return Refused(
-                "in_progress", f"confirmation {confirmation_id!r} is still waiting for a decision"
-            )
-        if time.monotonic() >= deadline:
-            return Refused(
-                "in_progress",
-                f"the approved write of {confirmation_id!r} has not finished; its outcome is"
-                " unknown yet: ask again later",
-            )
-        yield Pause(POLL_SECONDS)
+        return replace(problem, message="the edit was not applied: " + problem.message)
+    new_input: dict[str, Any] = decision.arguments or {}
+    digest = steps.input_hash(text)
+    return (yield from edited(env, held, tool, new_input, digest, decision.to_json(), settings))

@@ -205,7 +205,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
 
     # 6. dry run: nothing charged, held or run
     if dry:
-        would_hold = yield from _needs_hold(tool, caller, value, ctx)
+        would_hold = yield from hold_need(tool, caller, value, ctx)
         return DryRun(bool(would_hold), (yield from _cost(tool, value)))
 
     try:
@@ -234,7 +234,8 @@ def enabled_now(registry: Registry, modules: list[str | None]) -> Steps[dict[str
     return flags
 
 
-def _needs_hold(tool: Tool, caller: Caller, value: Any, ctx: CallContext) -> Steps[bool | Quorum]:
+def hold_need(tool: Tool, caller: Caller, value: Any, ctx: CallContext) -> Steps[bool | Quorum]:
+    """``steps.needs_hold`` for this input, a danger check run as the application's code."""
     if callable(tool.danger):
         return (yield UserCode(steps.needs_hold, (tool, caller, value, ctx)))
     return steps.needs_hold(tool, caller, value, ctx)
@@ -285,7 +286,7 @@ def _hold_charge_run(
     # cost now (a hold is work a person must do: it is not free)
     cost = yield from _cost(tool, value)
     if approved is None:
-        need = yield from _needs_hold(tool, caller, value, ctx)
+        need = yield from hold_need(tool, caller, value, ctx)
         if need:
             return (yield from _hold(env, call, checked, cost, now, need))
 

@@ -129,16 +129,38 @@ class ConfirmationRows(ABC):
         )
 
     def edit_pending(
-        self, confirmation_id: str, input: dict[str, Any], input_hash: str, now: float
+        self,
+        confirmation_id: str,
+        input: dict[str, Any],
+        input_hash: str,
+        now: float,
+        *,
+        preview: Preview | None = None,
+        approvals_needed: int = 1,
+        separate_duties: bool = False,
+        decision: dict[str, Any] | None = None,
     ) -> bool:
-        """Replace the input of a pending, unexpired confirmation (an edit of one that needs
-        more approvals): approvals given for the old input count no more. False when it is
-        no longer pending."""
+        """Replace the input of a pending, unexpired confirmation that needs more approvals (an
+        edit): its preview of the new input, the quorum the new input needs (never fewer than
+        before) and the edit as its decision so far, in one statement. Approvals given for the
+        old input count no more. False when it is no longer pending."""
         return (
             self._run(
-                "UPDATE turnkit_confirmations SET input = ?, input_hash = ?"
-                " WHERE id = ? AND status = 'pending' AND expires_at > ?",
-                (dump(input), input_hash, confirmation_id, now),
+                "UPDATE turnkit_confirmations SET input = ?, input_hash = ?, preview = ?,"
+                " approvals_needed = CASE WHEN approvals_needed > ? THEN approvals_needed"
+                " ELSE ? END, separate_duties = CASE WHEN separate_duties = 1 THEN 1 ELSE ? END,"
+                " decision = ? WHERE id = ? AND status = 'pending' AND expires_at > ?",
+                (
+                    dump(input),
+                    input_hash,
+                    None if preview is None else dump(preview.to_json()),
+                    approvals_needed,
+                    approvals_needed,
+                    int(separate_duties),
+                    dump(decision),
+                    confirmation_id,
+                    now,
+                ),
             )
             == 1
         )
@@ -251,11 +273,13 @@ class ConfirmationRows(ABC):
         input: dict[str, Any] | None = None,
         input_hash: str | None = None,
         key_id: str | None = None,
+        preview: Preview | None = None,
     ) -> bool:
         """Atomically move a pending, unexpired confirmation to ``running`` with a run token.
 
         Returns True for the one caller that wins; everyone else gets False. An edit passes the
-        new ``input`` (and its hash), which replaces the held one in the same statement. With
+        new ``input`` (and its hash, and the ``preview`` of it), which replaces the held one in
+        the same statement. With
         ``key_id`` (the API key the write was held under), it wins only while that key is
         neither revoked nor expired: a revocation that lands after the decider looked at the
         key still stops the write.
@@ -263,7 +287,7 @@ class ConfirmationRows(ABC):
         sql = (
             "UPDATE turnkit_confirmations SET status = 'running', decided_at = ?, decided_by = ?,"
             " decision = ?, token = ?, input = COALESCE(?, input),"
-            " input_hash = COALESCE(?, input_hash)"
+            " input_hash = COALESCE(?, input_hash), preview = COALESCE(?, preview)"
             " WHERE id = ? AND status = 'pending' AND expires_at > ?"
             " AND (approvals_needed <= 1 OR approvals_needed <= (SELECT COUNT(*)"
             " FROM turnkit_approvals a WHERE a.confirmation_id = turnkit_confirmations.id"
@@ -271,7 +295,8 @@ class ConfirmationRows(ABC):
         )
         params: list[Any] = [
             now, decided_by, dump(decision), token,
-            None if input is None else dump(input), input_hash, confirmation_id, now,
+            None if input is None else dump(input), input_hash,
+            None if preview is None else dump(preview.to_json()), confirmation_id, now,
         ]  # fmt: skip
         if key_id is not None:
             sql += (
