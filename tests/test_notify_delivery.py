@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from email import message_from_bytes
 from email.message import Message
@@ -318,3 +320,48 @@ def test_a_target_that_includes_them_gets_the_preview_the_request_and_the_quorum
         assert "move 100" not in bare.raw[0]
     finally:
         ex.close()
+
+
+def test_a_receiver_trickling_its_answer_cannot_keep_a_send_past_its_lease(shop_executor, alice):
+    """One byte every 0.3 s keeps each read within httpx's timeout; the send still ends at its
+    total timeout (as a failure, retried later), before the lease lets another worker take it."""
+    hits: list[float] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            hits.append(1.0)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+            for byte in b"trickled!!":
+                time.sleep(0.3)
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:  # the sender gave up: what the test wants
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    add_target(shop_executor.ledger, "hook", "webhook",
+               {"url": f"http://127.0.0.1:{port}/", "secret": new_secret()},
+               events=["held"], now=0)  # fmt: skip
+    hold(shop_executor, alice, "TEA-0001")
+    sender = dispatcher(shop_executor, timeout=1.0, lease_seconds=2.0)
+    try:
+        started = time.monotonic()
+        done = sender.run_once()
+        took = time.monotonic() - started
+    finally:
+        sender.close()
+        listener.close()
+    assert (done.sent, done.retried) == (0, 1)
+    assert took < 2.0  # within the lease: no other worker could have taken the row meanwhile
+    (row,) = shop_executor.ledger.deliveries()
+    assert row.state == "pending"
+    assert row.last_error == "no answer within 1 s (ReadTimeout)"

@@ -51,6 +51,8 @@ class Round:
     """Failed, to be tried again later."""
     dead: int = 0
     """Failed for the last time."""
+    late: int = 0
+    """Delivered after its claim ran out (another worker may have sent it too)."""
 
 
 class Dispatcher:
@@ -66,13 +68,14 @@ class Dispatcher:
         max_attempts: claims of a row before it is dead.
         backoff: seconds before the second attempt; each later one waits twice as long (up to
             ``max_backoff``), times a random factor from 0.5 to 1 (jitter).
-        timeout: seconds one send may take.
+        timeout: seconds one send may take in all (a webhook's connecting, sending and
+            answer; an SMTP server's each step).
         concurrency: rows claimed, and sent at once, per round.
 
     Example:
         >>> from turnkit import MemoryLedger
         >>> Dispatcher(MemoryLedger(), public_url="http://127.0.0.1:8080").run_once()
-        Round(claimed=0, sent=0, retried=0, dead=0)
+        Round(claimed=0, sent=0, retried=0, dead=0, late=0)
     """
 
     def __init__(
@@ -116,6 +119,7 @@ class Dispatcher:
             sent=outcomes.count("sent"),
             retried=outcomes.count("retried"),
             dead=outcomes.count("dead"),
+            late=outcomes.count("late"),
         )
 
     def _deliver(self, delivery: Delivery, targets: dict[str, NotifyTarget]) -> str:
@@ -127,8 +131,13 @@ class Dispatcher:
         body = payload(delivery, confirmation, target, self.public_url)
         answered = send(self._client, target, delivery.id, body, timeout=self.timeout)
         if answered.ok:
-            self.ledger.delivered(delivery.id, self.worker_id, self.clock())
-            return "sent"
+            if self.ledger.delivered(delivery.id, self.worker_id, self.clock()):
+                return "sent"
+            log.warning(  # its lease ran out while it was sent: another worker may send it too
+                "notification %s was delivered after its claim ran out; it may be sent again",
+                delivery.id,
+            )
+            return "late"
         return self._failed(delivery, answered, last=delivery.attempts >= self.max_attempts)
 
     def _failed(self, delivery: Delivery, answered: Answered, *, last: bool) -> str:

@@ -50,13 +50,11 @@ def send(
                 body = json.dumps(payload, separators=(",", ":"))
                 secret = target.config["secret"]
                 headers = signed_headers(secret, message_id, int(time.time()), body)
-                return _answered(client.post(target.config["url"], content=body,
-                                             headers=headers, timeout=timeout))  # fmt: skip
+                return _post(client, target.config["url"], body, headers, timeout)
             case "slack":
                 body = json.dumps(slack_message(payload))
                 headers = {"content-type": "application/json"}
-                return _answered(client.post(target.config["url"], content=body,
-                                             headers=headers, timeout=timeout))  # fmt: skip
+                return _post(client, target.config["url"], body, headers, timeout)
             case "email":
                 message = email_message(target.config, payload)
                 return Answered(ok=True, detail=send_email(target.config, message, timeout))
@@ -67,9 +65,28 @@ def send(
     return Answered(ok=False, detail=f"unknown kind {target.kind!r}")
 
 
-def _answered(response: httpx.Response) -> Answered:
-    said = " ".join(response.text.split())[:200]
-    detail = f"HTTP {response.status_code}" + (f": {said}" if said else "")
+ANSWER_BYTES = 2000
+"""The most of a receiver's answer kept to tell what it said."""
+
+
+def _post(
+    client: httpx.Client, url: str, body: str, headers: dict[str, str], timeout: float
+) -> Answered:
+    """POST ``body`` and read the answer, all within about ``timeout`` seconds in total. httpx's
+    timeout bounds each step, not the whole: connecting, sending and the first of the answer
+    get a third each, and the rest of the answer is read while the total lasts. A receiver
+    trickling its answer a byte at a time would otherwise keep the send going past the claim's
+    lease, and another worker would send it again."""
+    deadline = time.monotonic() + timeout
+    step = httpx.Timeout(timeout / 3)
+    with client.stream("POST", url, content=body, headers=headers, timeout=step) as response:
+        said = b""
+        for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("the answer took longer than the timeout in total")
+            said += chunk[: max(0, ANSWER_BYTES - len(said))]
+    text = " ".join(said.decode("utf-8", "replace").split())[:200]
+    detail = f"HTTP {response.status_code}" + (f": {text}" if text else "")
     return Answered(ok=response.is_success, detail=detail)
 
 
