@@ -199,3 +199,27 @@ def test_a_failed_row_waits_for_its_time_and_a_dead_one_can_be_retried(any_ledge
     assert any_ledger.retry_dead(row.id)
     (revived,) = any_ledger.claim_deliveries("w1", 10_000.0, 30.0)
     assert revived.attempts == 1
+
+
+def test_prune_forgets_notifications_sent_or_given_up_before_the_retention(tmp_path):
+    from turnkit.ledger.retention import prune  # internal: pruning is the CLI's, by its path
+
+    ledger = open_ledger(str(tmp_path / "ledger.sqlite"))
+    try:
+        ledger._run(
+            "INSERT INTO turnkit_outbox (id, event, confirmation_id, status, target_id,"
+            " created_at, state) VALUES (?, 'held', 'c', 'pending', 't', ?, ?)",
+            ("old-sent", 1.0, "sent"),
+        )
+        for row in (("old-dead", 1.0, "dead"), ("old-due", 1.0, "pending"), ("new", 9e9, "sent")):
+            ledger._run(
+                "INSERT INTO turnkit_outbox (id, event, confirmation_id, status, target_id,"
+                " created_at, state) VALUES (?, 'held', 'c', 'pending', 't', ?, ?)",
+                row,
+            )
+        assert prune(ledger, now=40 * 86400.0, retention_days=30, dry_run=True).notifications == 2
+        assert prune(ledger, now=40 * 86400.0, retention_days=30).notifications == 2
+        left = sorted(r[0] for r in ledger._rows("SELECT id FROM turnkit_outbox"))
+        assert left == ["new", "old-due"]  # one still to deliver is kept, however old
+    finally:
+        ledger.close()

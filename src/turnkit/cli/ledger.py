@@ -25,6 +25,7 @@ _WHAT = {
     "usage": "ended rate-limit windows",
     "audit": "audit rows",
     "approvals": "approvals of deleted confirmations",
+    "notifications": "notifications sent or given up",
 }
 
 

@@ -2,12 +2,14 @@
 
 Kept for ``retention_days`` (a setting, default 30) after they stop mattering, then deleted:
 decided confirmations (done, rejected, expired, refused) and pending ones long past their expiry;
-idempotency records (a repeat after that runs anew: keep the window longer than any retry, at
-least the IETF draft's 24 hours, hence a minimum of one day) — except the record of a held call
+notifications sent or given up (the outbox's ``sent`` and ``dead`` rows); idempotency records
+(a repeat after that runs anew: keep the window longer than any retry, at least the IETF
+draft's 24 hours, hence a minimum of one day) — except the record of a held call
 whose confirmation is still open (pending or running), however old: its repeat must replay the
 hold, never make a second one. Deleted as soon as they are over:
 sign-ins of the web inbox that expired, and rate-limit windows that started over a day ago (they
-ended, whatever window length a process uses). Audit rows only when the
+ended, whatever window length a process uses), and the approvals of confirmations deleted.
+Audit rows only when the
 operator opts in with ``audit_retention_days`` (0, the default, keeps them for good).
 
 Never deleted: pending and running confirmations still in their time, API keys (revoked ones
@@ -48,6 +50,8 @@ class Pruned:
     """Audit rows older than ``audit_retention_days`` (0 unless opted in)."""
     approvals: int = 0
     """Approvals of confirmations that were deleted."""
+    notifications: int = 0
+    """Notifications sent or given up (dead) before the retention: the outbox's done rows."""
 
     def as_dict(self) -> dict[str, int]:
         """The counts as JSON data."""
@@ -73,6 +77,7 @@ _TARGETS: dict[str, tuple[str, str, str]] = {
     "sessions": ("turnkit_key_sessions", "token_hash", "expires_at <= ?"),
     "usage": ("turnkit_rate_usage", "caller_identity, window_start", "window_start < ?"),
     "audit": ("turnkit_audit", "id", "at < ?"),
+    "notifications": ("turnkit_outbox", "id", "state IN ('sent', 'dead') AND created_at < ?"),
     "approvals": (
         "turnkit_approvals",
         "confirmation_id, approver",
@@ -111,6 +116,7 @@ def prune(
     }
     if audit_retention_days > 0:
         cutoffs["audit"] = (now - audit_retention_days * DAY,)
+    cutoffs["notifications"] = (retained,)
     cutoffs["approvals"] = ()  # after the confirmations: those whose confirmation went
     counts = {
         kind: _count(ledger, kind, cutoff) if dry_run else _delete(ledger, kind, cutoff)
