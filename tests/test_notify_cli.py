@@ -69,6 +69,8 @@ def test_a_given_secret_is_not_printed(notify):
         (["add", "pager", "ops", "--url", "https://x.example"], "unknown kind 'pager'"),
         (["add", "webhook", "ops", "--url", "ftp://x.example"], "expected http(s)://host/path"),
         (["add", "webhook", "ops"], "no URL"),
+        (["add", "webhook", "ops", "--url", "http://[::1/"], "Invalid IPv6 URL; expected http"),
+        (["add", "webhook", "ops", "--url", "http://h:port/"], "Port could not be cast"),
         (["add", "webhook", "ops", "--url", "https://x.example", "--secret", "hunter2"],
          "starts with 'whsec_'"),
         (["add", "webhook", "ops", "--url", "https://x.example", "--secret", "whsec_!!"],

@@ -156,8 +156,13 @@ def add_target(
 def _url_problems(url: Any) -> list[str]:
     if not isinstance(url, str) or not url:
         return ["no URL: give --url https://..."]
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError as exc:  # "Invalid IPv6 URL", a port that is not a number
+        return [f"URL {url!r}: {exc}; expected http(s)://host/path"]
+    if parts.scheme not in ("http", "https") or not host:
         return [f"URL {url!r}: expected http(s)://host/path"]
     return []
 
