@@ -326,3 +326,24 @@ def test_an_edit_in_a_quorum_is_recorded_as_the_decision_and_the_report_counts_i
     assert held.decision == {"action": "edit", "arguments": {"account": "ops", "amount": 50}}
     (row,) = approval_report(ex.ledger, now=ex.clock())
     assert (row.approved, row.edited) == (0, 1)
+
+
+def test_an_approval_of_arguments_edited_since_the_person_looked_is_refused(ex, vault):
+    cid = hold(ex)
+    looked = ex.ledger.get_confirmation(cid).input_hash  # what carol's page shows
+    ex.decide(cid, BOB, Decision.edit({"account": "payroll", "amount": 5000}))
+    stale = ex.decide(cid, CAROL, "approve", seen=looked)
+    assert stale.code == "arguments_changed"
+    assert "edited by someone else since you looked" in stale.message
+    held = ex.ledger.get_confirmation(cid)
+    assert [a.by for a in held.approvals] == ["user:bob"]
+    assert vault.writes() == []
+    assert ex.decide(cid, CAROL, "approve", seen=held.input_hash).status == "ok"
+    assert [w["input"]["amount"] for w in vault.writes()] == [5000]
+
+
+def test_a_single_approval_checks_what_the_person_saw_too(ex, vault):
+    cid = hold(ex, "vault.pay_invoice", amount=5)
+    assert ex.decide(cid, ALICE, "approve", seen="0" * 64).code == "arguments_changed"
+    assert ex.confirm(cid, ALICE, "reject", seen="0" * 64)["status"] == "rejected"  # always
+    assert vault.writes() == []

@@ -513,7 +513,7 @@ def test_an_edit_sends_back_unchanged_what_the_person_did_not_change(notes):
         assert "with its hidden characters" in page.text  # beside the field being edited
         form = EditForm(held["confirmation_id"])
         form.feed(page.text)
-        assert set(form.fields) == {"csrf", "/title", "/body"}
+        assert set(form.fields) == {"csrf", "seen", "/title", "/body"}  # seen: what it showed
         form.fields["/title"] = "final"
         done = browser.post(f"/ui/confirmations/{held['confirmation_id']}/edit", data=form.fields)
     assert done.status_code == 200, done.text

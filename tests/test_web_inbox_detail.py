@@ -389,3 +389,32 @@ def test_a_failed_preview_and_a_cut_one_are_said_so(reviewed, reviewed_url):
     assert "preview unavailable: it failed: RuntimeError: the catalogue is down" in unavailable
     assert "(cut at 60 characters)" in shortened
     assert '{"changes":[{"sku":"TEA-0000"' in shortened
+
+
+def test_a_page_approving_arguments_edited_since_it_was_shown_decides_nothing(
+    reviewed, reviewed_url
+):
+    executor, shop = reviewed
+    held = executor.execute(ALICE, "shop.delete_product", {"sku": "TEA-0002"})["confirmation_id"]
+    with person(reviewed_url, executor, "carol") as carol:
+        page = carol.get(f"/ui/confirmations/{held}")
+        seen = re.search(r'name="seen" value="([0-9a-f]+)"', page.text)
+        assert seen is not None  # the forms carry what the page showed
+        listed = carol.post("/ui/bulk", data={"csrf": csrf_of(page), "action": "approve",
+                                              "id": [held]})  # fmt: skip
+        assert f'name="seen:{held}" value="{seen.group(1)}"' in listed.text
+        executor.decide(
+            held, Caller.session("dave"), {"action": "edit", "arguments": {"sku": "TEA-0009"}}
+        )
+        stale = carol.post(f"/ui/confirmations/{held}/approve",
+                           data={"csrf": csrf_of(page), "seen": seen.group(1)})  # fmt: skip
+        assert stale.status_code == 409
+        assert "edited by someone else since you looked" in text_of(stale.text)
+        sent = {"csrf": csrf_of(page), "action": "approve", "confirmed": "yes", "id": [held],
+                f"seen:{held}": seen.group(1)}  # fmt: skip
+        bulk = carol.post("/ui/bulk", data=sent)
+        assert "edited by someone else since you looked" in text_of(bulk.text)
+    now = executor.ledger.get_confirmation(held)
+    assert now.status == "pending"
+    assert [a.by for a in now.approvals] == ["user:dave"]
+    assert shop.writes() == []

@@ -57,7 +57,7 @@ def decide_all(
         raise typer.Exit(USAGE)
     refused = 0
     for held in found:
-        answer = decide_one(opened, held, decision, decider)
+        answer = decide_one(opened, held, decision, decider, shown=True)
         refused += isinstance(answer, Refused) and not answer.already_decided
         after = opened.executor.confirmation(held.id) or held  # its approvals counted now
         console.print(f"{escape(held.id)} {escape(held.tool)}: {told(answer, after)}")

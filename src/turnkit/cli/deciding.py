@@ -38,13 +38,17 @@ def cannot_approve(opened: Session, held: Confirmation) -> str | None:
     return None  # the rest this command's configuration decides, the executor tells (pending)
 
 
-def decide_one(opened: Session, held: Confirmation, decision: Any, decider: str) -> Answer:
+def decide_one(
+    opened: Session, held: Confirmation, decision: Any, decider: str, *, shown: bool = False
+) -> Answer:
     """Decide ``held`` as ``decider``, through the executor (rights checked now, at most one
     run whoever decides first). Without the application's provider, the operator decides for
-    others, on the record (``--as``)."""
+    others, on the record (``--as``). ``shown``: the person decided on ``held`` as it was listed
+    to them (a bulk decision): arguments another approver edited since are not approved."""
     if opened.granted is not None and decider != held.caller.user_id:
         opened.granted.grant(decider, CONFIRM_ANY)
-    return opened.executor.decide(held.id, Caller.session(decider), decision)
+    seen = held.input_hash if shown else None
+    return opened.executor.decide(held.id, Caller.session(decider), decision, seen=seen)
 
 
 def waiting(answer: Answer) -> str | None:

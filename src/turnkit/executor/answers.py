@@ -61,6 +61,7 @@ ErrorCode: TypeAlias = Literal[
     "outcome_unknown",
     "too_many_pending",
     "cannot_decide_here",
+    "arguments_changed",
 ]
 """Every error code an answer can carry."""
 

@@ -25,6 +25,7 @@ from turnkit.executor.quorum import (
     Edit,
     approve_one,
     approver_of,
+    arguments_changed,
     edited,
     same_person,
     separate_refusal,
@@ -191,10 +192,14 @@ def confirm_steps(
     decider: Caller,
     decision: object,
     allow: Allow = "all",
+    seen: str | None = None,
 ) -> Steps[Answer]:
     """Decide ``confirmation_id`` for ``decider`` and answer with the (stored) outcome.
 
     ``allow`` is the deciding key's allow list now; the held caller deciding runs under it.
+    ``seen``: the input hash of the arguments the person was shown; an approval or an edit of
+    other arguments (another approver edited them since) is refused ``arguments_changed``, in
+    the statement that would record it.
     """
     parsed = parse_decision(decision)
     if isinstance(parsed, str):
@@ -229,6 +234,8 @@ def confirm_steps(
     edit = parsed.action == "edit"
     if held.separate_duties and same_person(decider, held.caller):
         return separate_refusal(held.id)
+    if seen is not None and seen != held.input_hash:
+        return arguments_changed(held.id)
     blocked = yield from door_refusal(env, held, settings, overrides, edit=edit)
     if blocked is not None:  # this door cannot run it as it was held: it stays pending
         return blocked
@@ -256,7 +263,7 @@ def confirm_steps(
     decided = parsed.to_json()
     several = held.approvals_needed > 1 or (change is not None and change.approvals > 1)
     if several:  # one of several approvals: recorded; the last one claims and runs it
-        ready = yield from approve_one(env, held, decider, change, now)
+        ready = yield from approve_one(env, held, decider, change, now, seen)
         if not isinstance(ready, Confirmation):
             return ready
         held, change = ready, None  # its input, as approved (an edit is in place already)
@@ -274,11 +281,16 @@ def confirm_steps(
         input_hash=None if change is None else change.input_hash,
         key_id=None if key is None else key.id,
         preview=None if change is None else change.preview,
+        seen=seen if not several else None,
     )
     if not won and several:  # another approval came, or an edit reset them
         waiting = yield from still_waiting(held.id)
         if waiting is not None:
             return waiting
+    if not won and seen is not None:  # edited by another approver since the person looked?
+        now_held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, held.id)
+        if now_held is not None and now_held.status == "pending" and now_held.input_hash != seen:
+            return arguments_changed(held.id)
     if not won:  # another process decided first, the time ran out, or the key went just now
         if key is not None:
             now_key: ApiKey | None = yield on_ledger(Ledger.api_key, key.id)

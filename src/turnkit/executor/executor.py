@@ -393,6 +393,7 @@ class Executor:
         decision: Decision | object,
         *,
         allow: Allow = "all",
+        seen: str | None = None,
     ) -> AnswerJSON:
         """Decide a held write: approve, reject (with a message) or edit (new input).
 
@@ -400,9 +401,11 @@ class Executor:
         every call answers with the same stored outcome, marked ``"already_decided": True`` when
         this decision came after another one (nothing ran for it). Approval re-runs the whole
         pipeline as the held caller, with their rights now: when they decide themselves, with
-        ``decider`` (a key's current scopes) and ``allow`` (its allow list now).
+        ``decider`` (a key's current scopes) and ``allow`` (its allow list now). ``seen``: the
+        ``input_hash`` of the arguments the person was shown (``Confirmation.input_hash``): an
+        approval or edit is refused ``arguments_changed`` once another approver edited them.
         """
-        return self.decide(confirmation_id, decider, decision, allow=allow).to_json()
+        return self.decide(confirmation_id, decider, decision, allow=allow, seen=seen).to_json()
 
     async def aconfirm(
         self,
@@ -411,9 +414,11 @@ class Executor:
         decision: Decision | object,
         *,
         allow: Allow = "all",
+        seen: str | None = None,
     ) -> AnswerJSON:
         """Async twin of ``confirm``."""
-        return (await self.adecide(confirmation_id, decider, decision, allow=allow)).to_json()
+        answer = await self.adecide(confirmation_id, decider, decision, allow=allow, seen=seen)
+        return answer.to_json()
 
     def decide(
         self,
@@ -422,11 +427,12 @@ class Executor:
         decision: Decision | object,
         *,
         allow: Allow = "all",
+        seen: str | None = None,
     ) -> Answer:
         """``confirm``, its answer a typed value to match on instead of JSON (``call``'s kinds;
         ``already_decided`` set when another decision came first). turnkit's own doors call
         this."""
-        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
+        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow, seen)
         return drive(steps, self._env)
 
     async def adecide(
@@ -436,9 +442,10 @@ class Executor:
         decision: Decision | object,
         *,
         allow: Allow = "all",
+        seen: str | None = None,
     ) -> Answer:
         """Async twin of ``decide``."""
-        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow)
+        steps = confirm_steps(self._env, confirmation_id, decider, decision, allow, seen)
         return await adrive(steps, self._env)
 
     def end_key_holds(self, key: ApiKey, *, by: str = "operator") -> int:

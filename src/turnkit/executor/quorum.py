@@ -30,6 +30,7 @@ __all__ = [
     "Edit",
     "approve_one",
     "approver_of",
+    "arguments_changed",
     "edited",
     "progress",
     "same_person",
@@ -112,14 +113,29 @@ def edited(
     )
 
 
+def arguments_changed(confirmation_id: str) -> Refused:
+    """The answer to a decision on arguments that are no longer the held ones."""
+    return Refused(
+        "arguments_changed",
+        f"the arguments of confirmation {confirmation_id!r} were edited by someone else since"
+        " you looked: nothing was decided. Look at them again",
+    )
+
+
 def approve_one(
-    env: Environment, held: Confirmation, decider: Caller, edit: Edit | None, now: float
+    env: Environment,
+    held: Confirmation,
+    decider: Caller,
+    edit: Edit | None,
+    now: float,
+    seen: str | None = None,
 ) -> Steps[Answer | Confirmation]:
     """Record ``decider``'s approval of a write that needs several (an edit first replaces its
-    input, preview and quorum in one statement). The confirmation as it stands when the
+    input, preview and quorum in one statement), for the input hashed ``seen`` (the arguments
+    the person was shown) or else as held when read. The confirmation as it stands when the
     approvals that count may now be enough (the caller claims it); else the answer for the
     decider: waiting for more, or why theirs was not recorded."""
-    digest = held.input_hash
+    digest = held.input_hash if seen is None else seen
     timeout = env.defaults.handler_timeout
     if edit is not None:
         replaced = yield on_ledger(
@@ -144,12 +160,7 @@ def approve_one(
         yield from expire(current, now)
         return (yield from settled(env, held.id, timeout))
     if current.input_hash != digest:
-        return Refused(
-            "in_progress",
-            f"the arguments of confirmation {held.id!r} were edited by someone else while you"
-            " decided: your approval counts for the arguments you saw, not these. Look at them"
-            " again",
-        )
+        return arguments_changed(held.id)
     if current.approvals_given >= current.approvals_needed:
         return current
     return progress(current)

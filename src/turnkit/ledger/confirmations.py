@@ -274,6 +274,7 @@ class ConfirmationRows(ABC):
         input_hash: str | None = None,
         key_id: str | None = None,
         preview: Preview | None = None,
+        seen: str | None = None,
     ) -> bool:
         """Atomically move a pending, unexpired confirmation to ``running`` with a run token.
 
@@ -298,6 +299,9 @@ class ConfirmationRows(ABC):
             None if input is None else dump(input), input_hash,
             None if preview is None else dump(preview.to_json()), confirmation_id, now,
         ]  # fmt: skip
+        if seen is not None:  # the arguments the person was shown are still the held ones
+            sql += " AND input_hash = ?"
+            params.append(seen)
         if key_id is not None:
             sql += (
                 " AND NOT EXISTS (SELECT 1 FROM turnkit_api_keys k WHERE k.id = ?"

@@ -63,6 +63,7 @@ STATUS: Final[dict[ErrorCode, int]] = {
     "outcome_unknown": 500,
     "too_many_pending": 429,
     "cannot_decide_here": 409,
+    "arguments_changed": 409,
 }
 """The HTTP status of each executor error code."""
 

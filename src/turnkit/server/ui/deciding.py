@@ -63,8 +63,9 @@ async def decide_one(
     if before.status == "expired":
         return Decided(kind="expired", status=410, title="Expired", text=_expired(before),
                        held=before)  # fmt: skip
+    seen = fields.get("seen") or None  # the arguments the page showed (a form may lack it)
     answer = await executor.adecide(
-        before.id, who.caller, _decision(action, before, fields), allow=who.allow
+        before.id, who.caller, _decision(action, before, fields), allow=who.allow, seen=seen
     )
     after = await executor.aconfirmation(before.id) or before
     if after.status == "expired":
@@ -83,7 +84,7 @@ async def decide_one(
     if after.status == "pending":  # refused and still pending (a rate limit, this door, ...)
         match answer:
             case Refused(code=code, message=said):
-                here = code == "cannot_decide_here"  # this server's configuration: 409
+                here = code in ("cannot_decide_here", "arguments_changed")  # 409 Conflict
             case _:
                 here, said = False, "the decision was not applied"
         return Decided(kind="not_applied", status=409 if here else 422, title="Not applied",

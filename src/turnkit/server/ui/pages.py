@@ -224,8 +224,10 @@ def inbox_router(
             return page(request, who, "bulk_confirm.html", action=action, **values,
                         message=fields["message"])  # fmt: skip
         rows = []
-        for confirmation_id in ids:
-            done = await decide_one(executor, who, confirmation_id, action, fields)
+        for confirmation_id in ids:  # each on the arguments the confirming page listed
+            seen = form.get(f"seen:{confirmation_id}")
+            asked_fields = fields | ({"seen": seen} if isinstance(seen, str) else {})
+            done = await decide_one(executor, who, confirmation_id, action, asked_fields)
             rows.append({"id": confirmation_id, "tool": done.held.tool if done.held else "",
                          "kind": done.kind, "text": done.text})  # fmt: skip
         return page(request, who, "bulk_done.html", action=action, rows=rows)

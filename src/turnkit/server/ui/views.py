@@ -112,6 +112,7 @@ def _card(executor: Executor, held: Confirmation, now: float) -> dict[str, Any]:
     tool = executor.registry.get(held.tool)
     return {
         "id": held.id,
+        "seen": held.input_hash,  # sent back with a decision: the arguments the person saw
         "tool": held.tool,
         "title": (tool.title if tool is not None and tool.title else held.tool),
         "caller": present.asked_by(held.caller),
