@@ -119,7 +119,12 @@ def test_rest_shows_the_preview_to_deciders_only_and_a_partial_approval_is_202(
     seen = http.get(f"/v1/confirmations/{cid}", headers=bearer(root)).json()
     assert seen["preview"] == {"value": PREVIEW}
     assert seen["caller_label"].endswith("(shop bot) of alice")
-    first = http.post(f"/v1/confirmations/{cid}/approve", headers=bearer(root))
+    wrong = {"If-Match": '"' + "0" * 64 + '"'}
+    stale = http.post(f"/v1/confirmations/{cid}/approve", headers=bearer(root) | wrong)
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["code"] == "arguments_changed"
+    read = {"If-Match": f'"{seen["input_hash"]}"'}
+    first = http.post(f"/v1/confirmations/{cid}/approve", headers=bearer(root) | read)
     assert first.status_code == 202, first.text
     assert first.json()["approvals"] == {"given": 1, "needed": 2}
     assert shop.writes() == []

@@ -129,7 +129,8 @@ async def get_confirmation(
 async def approve(
     confirmation_id: str, request: Request, key: Key, executor: ExecutorDep
 ) -> Response:
-    """Run the held call as it is."""
+    """Run the held call as it is. ``If-Match: "<input_hash>"`` (the confirmation's, as read)
+    approves only those arguments: once another approver edited them, 409 ``arguments_changed``."""
     return await _decide(confirmation_id, {"action": "approve"}, request, key, executor)
 
 
@@ -166,7 +167,8 @@ async def _decide(
     refused = _refusal(key, before, await apermissions_now(executor.permissions, key.caller))
     if refused is not None:
         raise HTTPException(403, refused)
-    answer = await executor.adecide(before.id, key.caller, decision, allow=key.allowed)
+    seen = request.headers.get("if-match", "").strip().strip('"') or None  # the input it read
+    answer = await executor.adecide(before.id, key.caller, decision, allow=key.allowed, seen=seen)
     after = await executor.aconfirmation(before.id)
     if after is None or after.status in ("pending", "expired"):
         # refused and still pending (an invalid edit, a rate limit), or expired: the answer says

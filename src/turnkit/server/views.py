@@ -73,6 +73,7 @@ def confirmation_view(
         "tool": held.tool,
         "caller": held.caller.identity,
         "input": held.input,
+        "input_hash": held.input_hash,
         "status": held.status,
         "created_at": iso(held.created_at),
         "expires_at": iso(held.expires_at),
