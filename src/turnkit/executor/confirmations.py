@@ -287,6 +287,8 @@ def confirm_steps(
         waiting = yield from still_waiting(held.id)
         if waiting is not None:
             return waiting
+    if won and several:  # the input the claim counted approvals for, frozen now it runs
+        held = (yield on_ledger(Ledger.get_confirmation, held.id)) or held
     if not won and seen is not None:  # edited by another approver since the person looked?
         now_held: Confirmation | None = yield on_ledger(Ledger.get_confirmation, held.id)
         if now_held is not None and now_held.status == "pending" and now_held.input_hash != seen:
