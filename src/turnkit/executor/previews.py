@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from turnkit.executor.effects import HandlerOutcome, RunHandler, Steps, on_ledger
@@ -38,15 +39,7 @@ def preview_of(tool: Tool, value: dict[str, Any], ctx: CallContext) -> Steps[Pre
     if tool.preview is None:
         return None
     settings = ctx.settings
-    dry = CallContext(
-        caller=ctx.caller,
-        tool=tool,
-        permissions=ctx.permissions,
-        settings=settings,
-        call_id=ctx.call_id,
-        dry_run=True,
-        idempotency_key=ctx.idempotency_key,
-    )
+    dry = ctx if ctx.dry_run else replace(ctx, dry_run=True)
     outcome: HandlerOutcome = yield RunHandler(tool.preview, value, dry, settings.preview_timeout)
     return _bounded(tool, outcome, settings)
 
