@@ -183,3 +183,50 @@ def test_an_agents_pending_write_carries_its_preview_for_the_person():
         _no_preview_for_the_model(model.calls[0]["messages"])
         assert agent.confirm({held.id: "approve"}).content == "Deleted."
     assert notes == {}
+
+
+def test_a_turn_asks_again_with_the_progress_until_another_person_approves(turns, shop):
+    from langgraph.types import Command
+
+    delete = {"name": "shop_delete_product", "args": {"sku": "TEA-0002"}, "id": "d1"}
+    model = ScriptedModel([{"tool_calls": [delete]}, "Deleted."])
+    outcome = turns.send(model, {"messages": [HumanMessage("delete tea 2")]}, ALICE)
+    (entry,) = outcome.confirmations
+    cid = entry["confirmation_id"]
+    assert entry["approvals"] == {"given": 0, "needed": 2, "separate_duties": False}
+    again = turns.send(model, Command(resume={cid: "approve"}), ALICE)
+    (asked,) = again.confirmations
+    assert asked["problem"] == "approved 1 of 2: it runs once another person approves it"
+    assert asked["approvals"]["given"] == 1
+    assert shop.writes() == []
+    assert turns.checks.decide(cid, Caller.session("root"), "approve").status == "ok"
+    done = turns.send(model, Command(resume={cid: "approve"}), ALICE)
+    assert done.interrupts == []
+    assert done.messages[-1].content == "Deleted."
+    assert len(shop.writes()) == 1
+
+
+def test_the_middleware_asks_again_with_the_progress_too(agents, shop, rights, clock):
+    from langgraph.types import Command
+
+    from turnkit import Executor, Registry, Settings
+
+    delete = {"name": "shop_delete_product", "args": {"sku": "TEA-0002"}, "id": "d1"}
+    model = ScriptedModel([{"tool_calls": [delete]}, "Deleted."])
+    outcome = agents.send(model, {"messages": [HumanMessage("delete tea 2")]}, ALICE)
+    (entry,) = outcome.interrupts[0].value["confirmations"]
+    cid = entry["confirmation_id"]
+    again = agents.send(model, Command(resume={cid: "approve"}), ALICE)
+    (asked,) = again.interrupts[0].value["confirmations"]
+    assert asked["problem"] == "approved 1 of 2: it runs once another person approves it"
+    assert shop.writes() == []
+    other = Executor(Registry([shop]), ledger=agents.ledger, permissions=rights,
+                     settings=Settings(handler_timeout=2.0), clock=clock)  # fmt: skip
+    try:
+        decided = other.decide(cid, Caller.session("root"), "approve")
+        assert decided.status == "ok", decided
+    finally:
+        other.close()
+    done = agents.send(model, Command(resume={cid: "approve"}), ALICE)
+    assert done.interrupts == []
+    assert len(shop.writes()) == 1
