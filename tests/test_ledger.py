@@ -400,7 +400,7 @@ def test_a_ledger_in_memory_drops_an_audit_batch_the_table_refuses_and_goes_on(
 
     ledger = MemoryLedger()
     ledger.audit(at=1.0, caller="c", tool="demo.first", status="ok", code=None, duration_ms=1.0)
-    ledger._append_audit(("bad-row", 2.0, None, "demo.bad", "ok", None, 1.0, None, None))
+    ledger._append_audit(("bad-row", 2.0, None, "demo.bad", "ok", None, 1.0, None, None, None))
     with pytest.raises(sqlite3.IntegrityError):
         ledger.audit_rows()
     assert "2 audit rows could not be inserted" in caplog.text

@@ -33,7 +33,7 @@ R = TypeVar("R")
 
 AUDIT_SQL = (
     "INSERT INTO turnkit_audit (id, at, caller_identity, tool, status, code, duration_ms,"
-    " confirmation_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " confirmation_id, detail, trace_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """One audit row's insert (``Ledger._append_audit``)."""
 
@@ -264,13 +264,15 @@ class Ledger(ConfirmationRows, OutboxRows, ABC):
         duration_ms: float,
         confirmation_id: str | None = None,
         detail: str | None = None,
+        trace_id: str | None = None,
     ) -> None:
-        """Append one audit row: who called what, how it ended, how long it took."""
+        """Append one audit row: who called what, how it ended, how long it took, and the trace
+        of the call's span (32 hex digits) when one was recorded."""
         self._append_audit(
             (
                 f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",  # sorts in insertion order
                 at, text(caller), text(tool, 200), status, code, duration_ms, confirmation_id,
-                text(detail),
+                text(detail), trace_id,
             )
         )  # fmt: skip
 

@@ -56,7 +56,7 @@ class ConfirmationRows(ABC):
             c.decided_at, c.decided_by, dump(c.decision), None, dump(c.outcome), c.module,
             c.fingerprint, c.thread_id, c.reserved_units, c.reserved_window,
             None if c.preview is None else dump(c.preview.to_json()), dump(c.request),
-            c.caller_name, c.approvals_needed, int(c.separate_duties),
+            c.caller_name, c.approvals_needed, int(c.separate_duties), c.trace_context,
         )  # fmt: skip
         if max_pending is None:
             marks = ", ".join("?" for _ in values)
@@ -395,7 +395,7 @@ def _confirmation(row: tuple[Any, ...]) -> Confirmation:
     (cid, caller, _identity, tool, input_, input_hash, key, status, created_at, expires_at,
      decided_at, decided_by, decision, _token, outcome, module, fingerprint, thread_id,
      reserved_units, reserved_window, preview, request, caller_name, approvals_needed,
-     separate_duties) = row  # fmt: skip
+     separate_duties, trace_context) = row  # fmt: skip
     return Confirmation(
         id=cid,
         caller=caller_from_json(json.loads(caller)),
@@ -420,6 +420,7 @@ def _confirmation(row: tuple[Any, ...]) -> Confirmation:
         caller_name=caller_name,
         approvals_needed=int(approvals_needed or 1),
         separate_duties=bool(separate_duties),
+        trace_context=trace_context,
     )
 
 

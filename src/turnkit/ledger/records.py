@@ -130,6 +130,9 @@ class Confirmation:
     """The caller whose write is held may not approve it (four eyes)."""
     approvals: tuple[Approval, ...] = ()
     """The approvals given so far, oldest first, while more than one is needed."""
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the hold's span (``turnkit.observe``), when one was traced:
+    the decision and the run that follow link to it, hours later and in another process."""
 
     @property
     def approvals_given(self) -> int:

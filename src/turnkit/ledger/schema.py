@@ -37,7 +37,8 @@ TABLES = (
         request TEXT,
         caller_name TEXT,
         approvals_needed INTEGER NOT NULL DEFAULT 1,
-        separate_duties INTEGER NOT NULL DEFAULT 0
+        separate_duties INTEGER NOT NULL DEFAULT 0,
+        trace_context TEXT
     )
     """,
     """
@@ -119,7 +120,8 @@ TABLES = (
         code TEXT,
         duration_ms DOUBLE PRECISION NOT NULL,
         confirmation_id TEXT,
-        detail TEXT
+        detail TEXT,
+        trace_id TEXT
     )
     """,
     """
@@ -166,6 +168,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("turnkit_confirmations", "approvals_needed", "INTEGER NOT NULL DEFAULT 1"),
     ("turnkit_confirmations", "separate_duties", "INTEGER NOT NULL DEFAULT 0"),
     ("turnkit_api_keys", "name", "TEXT"),
+    ("turnkit_confirmations", "trace_context", "TEXT"),
+    ("turnkit_audit", "trace_id", "TEXT"),
 )
 """Columns added to a table after it was first released, as ``(table, column, type)``: a ledger
 made before has its tables upgraded in place by ``setup()`` (``column_additions``). Each column
@@ -179,7 +183,8 @@ def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
 
     Example:
         >>> made = {"module", "fingerprint", "thread_id", "reserved_units", "reserved_window",
-        ...         "preview", "request", "caller_name", "approvals_needed", "separate_duties"}
+        ...         "preview", "request", "caller_name", "approvals_needed", "separate_duties",
+        ...         "trace_context", "trace_id"}
         >>> column_additions(lambda table: made | {"token_hash", "key_id", "expires_at", "name"})
         ['ALTER TABLE turnkit_key_sessions ADD COLUMN last_seen DOUBLE PRECISION']
     """
@@ -197,7 +202,7 @@ CONFIRMATION_COLUMNS = (
     "id, caller, caller_identity, tool, input, input_hash, idempotency_key, status, created_at,"
     " expires_at, decided_at, decided_by, decision, token, outcome, module, fingerprint,"
     " thread_id, reserved_units, reserved_window, preview, request, caller_name,"
-    " approvals_needed, separate_duties"
+    " approvals_needed, separate_duties, trace_context"
 )
 """Every column of ``turnkit_confirmations``, in the order ``_confirmation`` reads them."""
 CONFIRMATION_TYPES = (
@@ -206,7 +211,7 @@ CONFIRMATION_TYPES = (
     + ("TEXT",) * 7
     + ("INTEGER", "BIGINT")
     + ("TEXT",) * 3
-    + ("INTEGER", "INTEGER")
+    + ("INTEGER", "INTEGER", "TEXT")
 )
 """The type of each of ``CONFIRMATION_COLUMNS`` (an insert from a ``SELECT`` names them: the
 values have no column to take their type from there)."""
