@@ -26,6 +26,7 @@ from _agent_runs import AGENT_MODES, AgentRuns
 from _doors import Gate, gate_executor
 from _modes import RUN_MODES, Turns
 from _openai_server import OpenAIServer
+from _otel import Listening, installed
 from _pgbouncer import PgBouncer
 from _shop import Shop
 from turnkit import Caller, Executor, Ledger, Registry, Settings, StaticPermissions, open_ledger
@@ -357,3 +358,13 @@ def gated(ledger, shop, gate, rights, clock) -> Iterator[Executor]:
     executor = gate_executor(ledger, shop, gate, rights, clock)
     yield executor
     executor.close()
+
+
+@pytest.fixture
+def traced() -> Iterator[Listening]:
+    """The spans the test ends, recorded by an OpenTelemetry SDK (``_otel``): read them with
+    ``traced.stop()``."""
+    exporter, _ = installed()
+    exporter.listen()
+    yield exporter
+    exporter.stop()

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from turnkit.executor import steps
+from turnkit.executor import steps, tracing
 from turnkit.executor.answers import NO_REASON, Answer, Refused, Rejected
 from turnkit.executor.closing import close_held, expire
 from turnkit.executor.door import door_refusal
@@ -194,13 +194,33 @@ def confirm_steps(
     allow: Allow = "all",
     seen: str | None = None,
 ) -> Steps[Answer]:
-    """Decide ``confirmation_id`` for ``decider`` and answer with the (stored) outcome.
+    """Decide ``confirmation_id`` for ``decider`` and answer with the (stored) outcome, in a
+    ``decide`` span linked to the hold's (``tracing``).
 
     ``allow`` is the deciding key's allow list now; the held caller deciding runs under it.
     ``seen``: the input hash of the arguments the person was shown; an approval or an edit of
     other arguments (another approver edited them since) is refused ``arguments_changed``, in
     the statement that would record it.
     """
+    deciding = tracing.decision_started(confirmation_id, decider)
+    try:
+        answer = yield from _decide(env, deciding, confirmation_id, decider, decision, allow, seen)
+    except BaseException as stop:
+        tracing.decision_failed(deciding, stop)
+        raise
+    tracing.decision_ended(deciding, answer)
+    return answer
+
+
+def _decide(
+    env: Environment,
+    deciding: tracing.Deciding,
+    confirmation_id: object,
+    decider: Caller,
+    decision: object,
+    allow: Allow,
+    seen: str | None,
+) -> Steps[Answer]:
     parsed = parse_decision(decision)
     if isinstance(parsed, str):
         return Refused("invalid_input", f"invalid decision: {parsed}")
@@ -218,6 +238,7 @@ def confirm_steps(
     overrides = yield on_ledger(Ledger.settings)
     settings = env.defaults.merged(overrides)
     now = env.clock()
+    tracing.decision_of(deciding, held, parsed.action, now)
     if held.status == "pending" and held.expires_at <= now:
         yield from expire(held, now)
         return (yield from settled(env, held.id, settings.handler_timeout))
@@ -308,6 +329,7 @@ def confirm_steps(
         call_id=str(uuid.uuid4()),
         confirmation_id=held.id,
         thread=held.thread_id,
+        parent=deciding.span,
     )
     try:
         answer = yield from execute_steps(env, run)

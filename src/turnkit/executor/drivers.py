@@ -39,6 +39,7 @@ from turnkit.executor.effects import (
     UserCode,
     bubbles,
 )
+from turnkit.observe.spans import active
 from turnkit.registry.caller import (
     Caller,
     PermissionProvider,
@@ -271,15 +272,19 @@ def _is_async(handler: Callable[..., Any]) -> bool:
 _ASYNC: weakref.WeakKeyDictionary[Callable[..., Any], bool] = weakref.WeakKeyDictionary()
 
 
-def _to_completion(handler: Callable[..., Any], input: dict[str, Any], ctx: Any) -> Any:
-    """Call ``handler`` in this (worker) thread and finish whatever it returns, awaitables too."""
-    value = handler(input, ctx)
-    if inspect.isawaitable(value):
+def _to_completion(
+    handler: Callable[..., Any], input: dict[str, Any], ctx: Any, span: Any = None
+) -> Any:
+    """Call ``handler`` in this (worker) thread, its call's ``span`` current, and finish
+    whatever it returns, awaitables too."""
+    with active(span):
+        value = handler(input, ctx)
+        if inspect.isawaitable(value):
 
-        async def finish() -> Any:
-            return await value
+            async def finish() -> Any:
+                return await value
 
-        value = asyncio.run(finish())
+            value = asyncio.run(finish())
     return value
 
 
@@ -308,7 +313,7 @@ def _hand_over(effect: RunHandler, pool: ThreadPoolExecutor) -> Future[Any]:
     """``effect``'s handler submitted to the handler pool; a pool the closing executor shut down
     refuses it, and it never runs (``NeverRan``)."""
     try:
-        return pool.submit(_to_completion, effect.handler, effect.input, effect.ctx)
+        return pool.submit(_to_completion, effect.handler, effect.input, effect.ctx, effect.span)
     except RuntimeError as refused:  # "cannot schedule new futures after shutdown"
         raise _never_ran() from refused
 
@@ -322,7 +327,8 @@ def _never_ran() -> NeverRan:
 async def _run_async(effect: RunHandler) -> HandlerOutcome:
     """An async handler awaited under its timeout, in a task of its own (so the context changes
     it makes stay its own, on every Python)."""
-    task = asyncio.ensure_future(_guarded(effect.handler(effect.input, effect.ctx)))
+    with active(effect.span):  # the task copies the context: the handler's spans nest
+        task = asyncio.ensure_future(_guarded(effect.handler(effect.input, effect.ctx)))
     try:
         return await asyncio.wait_for(task, effect.timeout)
     except TimeoutError:  # only wait_for's: _guarded turns the handler's own into an error

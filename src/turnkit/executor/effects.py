@@ -87,6 +87,8 @@ class RunHandler:
     input: dict[str, Any]
     ctx: Any
     timeout: float
+    span: Any = None
+    """The call's span, made current where the handler runs (its own spans nest under it)."""
 
 
 @dataclass(frozen=True, slots=True)

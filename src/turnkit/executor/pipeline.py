@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from turnkit.errors import ToolError
-from turnkit.executor import previews, steps
+from turnkit.executor import previews, steps, tracing
 from turnkit.executor.answers import Answer, DryRun, Held, Ran, Refused, answer_from_json
 from turnkit.executor.closing import expire_overdue
 from turnkit.executor.effects import (
@@ -36,6 +36,7 @@ from turnkit.executor.effects import (
 )
 from turnkit.ledger import Ledger
 from turnkit.ledger.records import Confirmation, iso
+from turnkit.observe import spans
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.declaration import fingerprint
@@ -84,6 +85,13 @@ class Call:
     wait: bool = True
     """Whether a repeat of a running idempotency key waits for the first call's outcome (in
     process) or answers ``in_progress`` at once (over HTTP: the client retries)."""
+    parent: Any = None
+    """The span the call's ``execute_tool`` span is a child of (an approval's decision);
+    None: the current span."""
+    span: Any = None
+    """The call's ``execute_tool`` span while it runs (``tracing``)."""
+    cost: int | None = None
+    """The rate-limit units charged or reserved, once known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +114,15 @@ def settings_now(env: Environment) -> Steps[Settings]:
 def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
     """Run the pipeline for ``call`` and write its audit row."""
     started = time.perf_counter()
-    answer = yield from _pipeline(env, call)
+    span = call.span = tracing.call_started(call)
+    try:
+        answer = yield from _pipeline(env, call)
+    except BaseException as stop:
+        tracing.call_failed(span, stop)
+        raise
     # a repeat answered from its idempotency record ran nothing: audited as such, so the audit
     # keeps one "ok" row per write that ran
-    status = "replayed" if answer.replayed else answer.status
+    status = tracing.status_of(answer)
     code = answer.code if isinstance(answer, Refused) and not answer.replayed else None
     held_id = answer.confirmation_id if isinstance(answer, Held) else None
     row: dict[str, Any] = {
@@ -122,6 +135,7 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
         "confirmation_id": call.confirmation_id or held_id,
         "detail": call.detail,
     }
+    tracing.call_ended(call, answer, span, row)  # sets row["trace_id"]
     yield on_ledger(Ledger.audit, **row)
     return answer
 
@@ -179,6 +193,7 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         return approved
     if approved is not None:
         call.confirmation_id = approved.id
+        spans.link_hold(call.span, approved.trace_context)  # held → decided → ran
         outcome = yield from _hold_charge_run(env, call, checked, approved)
         if approved.idempotency_key is not None and not outcome.ran_nothing:
             answer = outcome.to_json()  # as the ledger stores it
@@ -284,7 +299,7 @@ def _hold_charge_run(
 
     # 7. hold for a person, unless a person approved this very call; the hold reserves its
     # cost now (a hold is work a person must do: it is not free)
-    cost = yield from _cost(tool, value)
+    cost = call.cost = yield from _cost(tool, value)
     if approved is None:
         need = yield from hold_need(tool, caller, value, ctx)
         if need:
@@ -319,7 +334,7 @@ def _hold_charge_run(
             # process would take the running call for a dead one before its handler's time ran out
             yield on_ledger(Ledger.restart_idempotency, caller.identity, tool.name, key, started_at)
     call.started = True
-    handler = RunHandler(tool.handler, value, run_ctx, settings.handler_timeout)  # type: ignore[arg-type]  # step 3 made value an object
+    handler = RunHandler(tool.handler, value, run_ctx, settings.handler_timeout, call.span)  # type: ignore[arg-type]  # step 3 made value an object
     try:
         outcome = yield handler
     except NeverRan:  # handed over, dropped unrun: cleaned up as a call that never started
@@ -339,8 +354,10 @@ def _hold(
         return refused
     preview = yield from previews.preview_of(tool, checked.value, checked.ctx)
     approvals, separate = previews.quorum(tool, need)
+    cid = str(uuid.uuid4())
+    hold_span = spans.start_hold(call.span, tool.name, cid, approvals)
     confirmation = Confirmation(
-        id=str(uuid.uuid4()),
+        id=cid,
         caller=caller,
         tool=tool.name,
         input=checked.value,
@@ -359,9 +376,14 @@ def _hold(
         caller_name=(yield from previews.caller_name(caller)),
         approvals_needed=approvals,
         separate_duties=separate,
+        trace_context=spans.traceparent(hold_span),
     )
     cap = settings.max_pending_holds or None
-    if (yield on_ledger(Ledger.create_confirmation, confirmation, max_pending=cap)):
+    try:
+        stored = yield on_ledger(Ledger.create_confirmation, confirmation, max_pending=cap)
+    finally:
+        hold_span.end()
+    if stored:
         return Held(confirmation.id, iso(confirmation.expires_at))
     if window is not None:
         yield on_ledger(Ledger.refund_all, steps.budgets(caller), window, cost)

@@ -294,6 +294,7 @@ class Ledger(ConfirmationRows, OutboxRows, ABC):
             "duration_ms",
             "confirmation_id",
             "detail",
+            "trace_id",
         )
         where, params = "", list[Any]()
         if confirmation_ids is not None:
