@@ -7,6 +7,10 @@ variable ``TURNKIT_SERVE``, and each worker opens the same ``--db`` — one ledg
 store, shared through the database, never through a process's memory. Each worker also runs a
 notification dispatcher in a thread (``turnkit.notify``; ``--no-notify`` turns it off): the
 outbox's claims make any number of them safe.
+
+Telemetry follows the standard ``OTEL_*`` variables (docs/observe-traces.md): the banner says
+where traces and metrics go, and each worker sets up the SDK (``observe.configure_sdk``), a
+server span per HTTP request (the FastAPI instrumentation) and a flush when it stops.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,10 +35,14 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.ledger.urls import shown
+from turnkit.observe.setup import configure_sdk, instrument_fastapi, plan_export
 from turnkit.registry.settings import Settings
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
     from starlette.types import ASGIApp
+
+    from turnkit.observe.setup import Sdk
 
 Modules = Annotated[
     list[str] | None,
@@ -58,6 +68,8 @@ AllowedOrigins = Annotated[
         " (https://app.example.com, or https://app.example.com:* for any port); repeatable.",
     ),
 ]
+UNTRACED = ("/healthz", "/metrics", "/ui/static/")
+"""Paths whose requests get no span: health checks, scrapes, the inbox's static files."""
 OPTIONS = "TURNKIT_SERVE"
 """The environment variable that carries the command's options to uvicorn's workers."""
 
@@ -152,6 +164,10 @@ def serve(
             " need one are hidden from every key (give your application's provider)"
         )
     console.print(f"hold rule: {escape(hold_rule_line(settings))}")
+    telemetry = plan_export()  # each worker sets it up (configure_sdk); told once, here
+    if telemetry.asked or telemetry.problem:
+        colour = "yellow" if telemetry.problem else "dim"
+        console.print(f"[{colour}]telemetry: {escape(telemetry.describe())}[/]")
     command = "turnkit keys create --user USER --scope SCOPE" + (f" --db {storage}" if db else "")
     console.print(f"[dim]callers need a key: {escape(command)}[/]")
     uvicorn.run(
@@ -187,6 +203,7 @@ def app_from_environment() -> ASGIApp:
     given = os.environ.pop(OPTIONS, None)  # not left for the handlers' child processes
     if given is None:
         raise SystemExit(f"{OPTIONS} is not set: start the server with `turnkit serve`")
+    sdk = configure_sdk() if plan_export().exports else None  # the banner told a problem
     options: dict[str, Any] = json.loads(given)
     app_options: dict[str, Any] = options.pop("app", {})
     notify: dict[str, Any] | None = options.pop("notify", None)
@@ -202,4 +219,25 @@ def app_from_environment() -> ASGIApp:
         from turnkit.executor.confirmations import CONFIRM_ANY
 
         opened.granted.grant(DEMO_USER, CONFIRM_ANY)
-    return create_app(opened.executor, **app_options)
+    app = create_app(opened.executor, **app_options)
+    if sdk is not None:
+        traced(app, sdk)
+    return app
+
+
+def traced(app: FastAPI, sdk: Sdk) -> None:
+    """A server span per request to ``app`` when spans are exported, and what is pending sent
+    when the worker stops (its lifespan ends: a worker process may end without ``atexit``)."""
+    if sdk.tracer_provider is not None:
+        instrument_fastapi(app, excluded_paths=UNTRACED)
+    serving = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
+        try:
+            async with serving(app) as state:
+                yield state
+        finally:
+            sdk.flush()
+
+    app.router.lifespan_context = lifespan
