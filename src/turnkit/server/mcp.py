@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey, ApiKeys
+from turnkit.server import mcp_spans
 from turnkit.server.mcp_auth import KeyBackend, KeyToken, KeyVerifier, RequireKey
 from turnkit.server.mcp_errors import Failsafe, guarded
 from turnkit.server.mcp_hosts import HostCheck, transport_security
@@ -96,7 +97,7 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
         key = request_key(ctx)
         return await tools.call_tool(key, params.name, params.arguments, control, base, inbox)
 
-    return Server(
+    server: Server[Any] = Server(
         SERVER_NAME,
         title="turnkit tools",
         instructions=(
@@ -108,6 +109,8 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
         on_list_tools=guarded(list_tools),
         on_call_tool=guarded(call_tool),
     )
+    mcp_spans.instrument(server)  # the SDK's server span, with the transport and its link
+    return server
 
 
 class _Endpoint:
