@@ -125,6 +125,8 @@ def test_a_write_held_by_one_process_and_approved_in_another_is_one_story_in_the
         stop(second)
         stop(first)
         spans = story(received, confirmation_id)
+    (banner, _) = sorted(tmp_path.glob("serve-*.log"), key=lambda p: p.stat().st_mtime)
+    assert f"telemetry: traces → OTLP {collector}/v1/traces" in " ".join(banner.read_text().split())
 
     by_name: dict[str, list[Span]] = {}
     for span in spans:
