@@ -137,11 +137,8 @@ def _exporter(env: Mapping[str, str], signal: str) -> tuple[Exporter | None, str
     if named in ("otlp", "console"):
         return named, variable, None  # type: ignore[return-value]  # checked just above
     if named:
-        return (
-            None,
-            variable,
-            (f"{variable}={named!r} is not one turnkit sets up: use 'otlp', 'console' or 'none'"),
-        )
+        wrong = f"{variable}={named!r} is not one turnkit sets up: use 'otlp', 'console' or 'none'"
+        return None, variable, wrong
     for endpoint in (f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         if env.get(endpoint, "").strip():
             return "otlp", endpoint, None
