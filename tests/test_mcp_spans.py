@@ -2,10 +2,8 @@
 ``tools/call {tool}`` per call with the GenAI conventions' MCP attributes, its parent the context
 the client put in ``params._meta`` (the official client does it from its current span) else the
 HTTP request's span, linked to that request's span when ``_meta`` gave the parent; the
-executor's ``execute_tool`` span nests under it. On SQLite and PostgreSQL ledgers.
-
-Reaches ``turnkit.observe`` for ``instrument_fastapi`` (what ``turnkit serve`` does to its app;
-the package is not yet among ``test_test_imports``' public packages).
+executor's ``execute_tool`` span nests under it. On SQLite and PostgreSQL ledgers; the app is
+instrumented as ``turnkit serve`` does it (``observe.instrument_fastapi``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 ``service.name`` turnkit unless they name one, and a missing ``[otel]`` extra told in one line.
 
 The providers are built with ``build_sdk`` and used directly: the test process keeps its one
-global provider (``_otel``). Reaches ``turnkit.observe`` for the set-up (its public home; the
-package is not yet among ``test_test_imports``' public packages)."""
+global provider (``_otel``)."""
 
 from __future__ import annotations
 

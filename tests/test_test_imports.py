@@ -26,6 +26,7 @@ PUBLIC_PACKAGES = (
     "turnkit.demo",
     "turnkit.middleware",
     "turnkit.notify",
+    "turnkit.observe",
 )
 REASON_IN_DOCSTRING = re.compile(r"\bReaches\b")
 REASON_ON_LINE = "# internal:"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -146,8 +147,10 @@ class Portal:
             else:
                 outcome.set_result(task.result())
 
+        here = contextvars.copy_context()  # the caller's: its current span is the run's parent
+
         def start() -> None:
-            task = self._loop.create_task(coroutine)
+            task = self._loop.create_task(coroutine, context=here)
             task.add_done_callback(settle)
             tasks.append(task)
 

@@ -6,7 +6,9 @@ worker (``--workers N`` runs N processes): the options travel to the workers in 
 variable ``TURNKIT_SERVE``, and each worker opens the same ``--db`` — one ledger and one key
 store, shared through the database, never through a process's memory. Each worker also runs a
 notification dispatcher in a thread (``turnkit.notify``; ``--no-notify`` turns it off): the
-outbox's claims make any number of them safe.
+outbox's claims make any number of them safe. ``GET /metrics`` (``--no-metrics`` leaves it out)
+answers for all the workers: with more than one, their counts meet in a fresh folder named by
+``PROMETHEUS_MULTIPROC_DIR``, set here before uvicorn starts them (``turnkit.observe.prometheus``).
 
 Telemetry follows the standard ``OTEL_*`` variables (docs/observe-traces.md): the banner says
 where traces and metrics go, and each worker sets up the SDK (``observe.configure_sdk``), a
@@ -18,6 +20,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -109,6 +112,13 @@ def serve(
             " http://HOST:PORT."
         ),
     ] = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            help="Serve GET /metrics for Prometheus, without a key: counts by tool, outcome and"
+            " decision, and the holds pending; never arguments or results.",
+        ),
+    ] = True,
 ) -> None:
     """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
     (people approve held writes)."""
@@ -136,7 +146,7 @@ def serve(
     listening = listening_host(host)
     hosts = [*([listening] if listening else []), *(allowed_host or [])]
     app_options = {"mcp_allowed_hosts": hosts, "mcp_allowed_origins": allowed_origin or [],
-                   "docs": docs}  # fmt: skip
+                   "docs": docs, "metrics": metrics}  # fmt: skip
     if notify:  # each worker runs a dispatcher: their claims keep them from sending one twice
         options["notify"] = {"public_url": public_url or f"http://{host}:{port}"}
     checked = session(db, module, entry_points, demo, catalogue, "demo", [], [], permissions)
@@ -146,10 +156,15 @@ def serve(
         checked.close()
     # read, then removed, by each worker:
     os.environ[OPTIONS] = json.dumps(options | {"app": app_options})
+    if metrics and workers > 1:  # before the workers start: they import prometheus_client
+        from turnkit.observe.prometheus import share_between_processes
+
+        atexit.register(shutil.rmtree, share_between_processes(), ignore_errors=True)
     where, storage = f"http://{host}:{port}", shown(db) if db else None
     console.print(
         f"turnkit serve · REST {where}/v1 · MCP {where}/mcp · inbox {where}/ui/"
         + (f" · docs {where}/docs" if docs else "")
+        + (f" · metrics {where}/metrics" if metrics else "")
         + f" · storage {escape(storage or 'the default (.turnkit/turnkit.sqlite)')}"
     )
     if listening is None and not allowed_host:

@@ -251,6 +251,16 @@ class Ledger(ConfirmationRows, OutboxRows, ABC):
         )
         return int(rows[0][0]) if rows else 0
 
+    def pending_count(self, now: float) -> int:
+        """How many confirmations wait for a decision and have not expired at ``now`` (the
+        ``turnkit.holds.pending`` gauge reads it at each scrape)."""
+        rows = self._rows(
+            "SELECT COUNT(*) FROM turnkit_confirmations WHERE status = 'pending'"
+            " AND expires_at > ?",
+            (now,),
+        )
+        return int(rows[0][0])
+
     # --- audit ------------------------------------------------------------------------------
 
     def audit(

@@ -14,6 +14,7 @@ stores, like a huge integer) never reaches the checkpoint.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -67,8 +68,9 @@ def execute(state: TurnState, runtime: Runtime[Any], *, bound: Bound) -> dict[st
     if len(calls) == 1:
         results = [run(calls[0])]
     else:
+        here = contextvars.copy_context()  # each call's spans nest under this run's
         with ThreadPoolExecutor(min(len(calls), 8), thread_name_prefix="turnkit-round") as pool:
-            results = list(pool.map(run, calls))
+            results = list(pool.map(lambda call: here.copy().run(run, call), calls))
     return _answers(state, calls, results, turn.agent_tool_result_chars)
 
 

@@ -2,10 +2,11 @@
 
 Each round claims a few due rows (one conditional statement: ``Ledger.claim_deliveries``), sends
 them at once in worker threads, and marks each sent, or failed with a retry after an exponential
-backoff with jitter, or dead once ``max_attempts`` claims were spent. A worker that dies
-mid-send leaves its rows ``sending`` until their claim runs out; then another worker takes and
-sends them again. That is the one duplicate: at most the rows a dead worker had claimed, each
-with the same ``webhook-id`` (docs/architecture.md §12).
+backoff with jitter, or dead once ``max_attempts`` claims were spent; each round's results are
+counted by target kind (``turnkit.notify.deliveries``; ``removed`` for a target removed since
+the claim). A worker that dies mid-send leaves its rows ``sending`` until their claim runs out;
+then another worker takes and sends them again. That is the one duplicate: at most the rows a
+dead worker had claimed, each with the same ``webhook-id`` (docs/architecture.md §12).
 
 ``run_forever`` is for a thread or a foreground process (``turnkit notify run``);
 ``arun_forever`` for an event loop (every ledger call and send runs in a worker thread);
@@ -23,6 +24,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from turnkit.ledger import Ledger
 from turnkit.ledger.outbox import Delivery, NotifyTarget
 from turnkit.notify.payload import payload
 from turnkit.notify.send import Answered, send
+from turnkit.observe.metrics import record_delivery
 
 __all__ = ["Background", "Dispatcher", "Round"]
 
@@ -114,6 +117,9 @@ class Dispatcher:
             return Round()
         targets = {target.id: target for target in self.ledger.notify_targets()}
         outcomes = list(self._pool.map(lambda d: self._deliver(d, targets), claimed))
+        kinds = [t.kind if (t := targets.get(d.target_id)) else "removed" for d in claimed]
+        for (kind, result), count in Counter(zip(kinds, outcomes, strict=True)).items():
+            record_delivery(kind, result, count)
         return Round(
             claimed=len(claimed),
             sent=outcomes.count("sent"),

@@ -28,6 +28,8 @@ from turnkit.observe import names
 from turnkit.observe.spans import TRACER_NAME
 
 __all__ = [
+    "CALL_BUCKETS",
+    "WAIT_BUCKETS",
     "Sink",
     "add_sink",
     "pending_holds",
@@ -50,16 +52,29 @@ class Sink(Protocol):
     def delivery(self, kind: str, result: str, count: int) -> None: ...
 
 
+CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                60.0)  # fmt: skip
+"""Bucket bounds (seconds) of a call's duration: a lookup takes milliseconds, a slow API seconds."""
+WAIT_BUCKETS = (1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 8 * 3600.0,
+                86400.0, 3 * 86400.0, 7 * 86400.0)  # fmt: skip
+"""Bucket bounds (seconds) of a hold's wait for a person: seconds at a desk to days away."""
+
 _meter = metrics.get_meter(TRACER_NAME)
 _calls = _meter.create_counter("turnkit.tool.calls", "{call}", "Executor calls by tool and outcome")
 _duration = _meter.create_histogram(
-    "gen_ai.execute_tool.duration", "s", "Duration of tool executions (GenAI conventions)"
+    "gen_ai.execute_tool.duration",
+    "s",
+    "Duration of tool executions (GenAI conventions)",
+    explicit_bucket_boundaries_advisory=CALL_BUCKETS,
 )
 _decisions = _meter.create_counter(
     "turnkit.decisions", "{decision}", "Decisions on held writes by kind and outcome"
 )
 _wait = _meter.create_histogram(
-    "turnkit.confirmation.wait", "s", "Time from a write's hold to a person's decision"
+    "turnkit.confirmation.wait",
+    "s",
+    "Time from a write's hold to a person's decision",
+    explicit_bucket_boundaries_advisory=WAIT_BUCKETS,
 )
 _limited = _meter.create_counter(
     "turnkit.rate_limit.refusals", "{call}", "Calls refused by the rate limit"

@@ -32,6 +32,7 @@ def create_app(
     mcp_allowed_hosts: Iterable[str] = (),
     mcp_allowed_origins: Iterable[str] = (),
     docs: bool = False,
+    metrics: bool = False,
 ) -> FastAPI:
     """The app serving ``executor``'s tools to API-key callers.
 
@@ -55,13 +56,18 @@ def create_app(
         docs: serve the interactive API docs at ``/docs`` and ``/redoc``. Off by default: their
             pages load Swagger UI and ReDoc from a CDN, scripts that would run on the inbox's
             origin. ``/openapi.json`` (data, no script) is always served.
+        metrics: serve ``GET /metrics`` for Prometheus, without a key: the counts of this
+            process' calls, decisions and deliveries by tool and outcome, never arguments,
+            and the holds pending in the ledger (docs/observe-metrics.md; needs
+            ``prometheus-client``, in the ``server`` extra).
 
     Returns:
         A FastAPI app: ``/v1`` (REST), ``mcp_path`` (MCP), ``/ui/`` (the inbox), ``/healthz``
-        and ``/openapi.json`` (``/docs`` when asked). Every answer carries
+        and ``/openapi.json`` (``/docs`` and ``/metrics`` when asked). Every answer carries
         ``X-Content-Type-Options: nosniff``, and over HTTPS ``Strict-Transport-Security``
         (``turnkit.server.headers``). Its lifespan must run (uvicorn does; a host app mounting
-        it enters ``app.router.lifespan_context``) when MCP is mounted.
+        it enters ``app.router.lifespan_context``) when MCP is mounted, and for ``/metrics``
+        to count.
 
     Raises:
         ValueError: ``inbox_idle_timeout`` is not a positive number of seconds.
@@ -87,6 +93,12 @@ def create_app(
         security = transport_security(mcp_allowed_hosts, mcp_allowed_origins)
         mounted, mcp_lifespan = mcp_app(executor, keys, mcp_path, inbox=ui, security=security)
         lifespans.append(mcp_lifespan)
+    counted = None
+    if metrics:
+        from turnkit.server.metrics import Metrics  # prometheus_client only when it is served
+
+        counted = Metrics(executor.ledger)
+        lifespans.append(counted.lifespan)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -111,6 +123,8 @@ def create_app(
     problems.install(app)
     app.include_router(rest.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
+    if counted is not None:
+        app.add_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)
     if ui:
         from turnkit.server.ui import inbox_router, static_files  # needs jinja2 (server extra)
 
