@@ -27,7 +27,7 @@ import importlib
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -175,12 +175,10 @@ class Sdk:
                 provider.shutdown()
 
 
-def build_sdk(plan: Plan, *, metric_readers: Sequence[Any] = ()) -> Sdk:
+def build_sdk(plan: Plan) -> Sdk:
     """The providers ``plan`` asks for, not installed (``configure_sdk`` installs them).
 
-    ``metric_readers``: more readers for the meter provider (a Prometheus reader, say): the
-    provider is made when there are any, even if no metrics are exported over OTLP. The
-    exporters read their own ``OTEL_EXPORTER_OTLP_*`` variables from ``os.environ``.
+    The exporters read their own ``OTEL_EXPORTER_OTLP_*`` variables from ``os.environ``.
     """
     from opentelemetry.sdk.resources import Resource
 
@@ -194,16 +192,13 @@ def build_sdk(plan: Plan, *, metric_readers: Sequence[Any] = ()) -> Sdk:
 
         tracer_provider = TracerProvider(resource=resource)
         tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(plan.traces)))
-    readers = list(metric_readers)
+    meter_provider = None
     if plan.metrics is not None:
+        from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        readers.append(PeriodicExportingMetricReader(_metric_exporter(plan.metrics)))
-    meter_provider = None
-    if readers:
-        from opentelemetry.sdk.metrics import MeterProvider
-
-        meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+        reader = PeriodicExportingMetricReader(_metric_exporter(plan.metrics))
+        meter_provider = MeterProvider(metric_readers=[reader], resource=resource)
     return Sdk(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
@@ -227,7 +222,7 @@ def _metric_exporter(kind: Exporter) -> Any:
     return OTLPMetricExporter()
 
 
-def configure_sdk(*, metric_readers: Sequence[Any] = ()) -> Sdk | None:
+def configure_sdk() -> Sdk | None:
     """Set up the OpenTelemetry SDK as the environment asks (``plan_export``) and make it
     this process's; None when nothing is exported, or the application already set its own.
 
@@ -246,9 +241,9 @@ def configure_sdk(*, metric_readers: Sequence[Any] = ()) -> Sdk | None:
     if plan.problem is not None:
         log.warning("%s", plan.problem)
         return None
-    if not plan.exports and not metric_readers:
+    if not plan.exports:
         return None
-    sdk = build_sdk(plan, metric_readers=metric_readers)
+    sdk = build_sdk(plan)
     if sdk.tracer_provider is not None:
         if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             log.info("a tracer provider is already set: turnkit's spans go to it")
