@@ -38,6 +38,7 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.cli.session import Session
+from turnkit.cli.telemetry import export_this_command
 from turnkit.executor.answers import Refused
 from turnkit.ledger import Confirmation
 
@@ -148,6 +149,7 @@ def approve(
     """Approve a held write now: it runs (rights checked again) and its outcome is stored.
     Give the module that declares its tool (--module), or --demo for a write the demo held.
     --all [--tool T] approves every pending one (of T) after one question."""
+    export_this_command()
     given = _one_or_all(confirmation_id, all_, tool, yes)
     if not module and not entry_points and not demo:
         _refuse_without_module(db, given)
@@ -179,6 +181,7 @@ def reject(
 ) -> None:
     """Reject a held write: nothing runs (no module is needed); a paused conversation sees the
     rejection. --all [--tool T] rejects every pending one (of T) after one question."""
+    export_this_command()
     given = _one_or_all(confirmation_id, all_, tool, yes)
     decision = {"action": "reject", "message": message}
     options = (db, module, entry_points, demo, catalogue, permissions, None)

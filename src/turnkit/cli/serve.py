@@ -38,6 +38,7 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.ledger.urls import shown
+from turnkit.observe.logs import use_logs
 from turnkit.observe.setup import configure_sdk, instrument_fastapi, plan_export
 from turnkit.registry.settings import Settings
 
@@ -71,6 +72,8 @@ AllowedOrigins = Annotated[
         " (https://app.example.com, or https://app.example.com:* for any port); repeatable.",
     ),
 ]
+LOG_FORMATS = ("text", "json", "off")
+"""What ``--log-format`` takes (``observe.use_logs``)."""
 UNTRACED = ("/healthz", "/metrics", "/ui/static/")
 """Paths whose requests get no span: health checks, scrapes, the inbox's static files."""
 OPTIONS = "TURNKIT_SERVE"
@@ -119,6 +122,15 @@ def serve(
             " decision, and the holds pending; never arguments or results.",
         ),
     ] = True,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            help="One line per call and per decision on stderr, with its trace id: text, json"
+            " (one JSON object a line) or off. Never arguments unless"
+            " OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.",
+            metavar="text|json|off",
+        ),
+    ] = "text",
 ) -> None:
     """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
     (people approve held writes)."""
@@ -134,6 +146,9 @@ def serve(
         raise typer.Exit(USAGE)
     if demo and (module or entry_points):
         console.print("[red]--demo serves the demo catalogue alone[/]: leave out --module")
+        raise typer.Exit(USAGE)
+    if log_format not in LOG_FORMATS:
+        console.print(f"[red]--log-format {escape(log_format)}[/]: give text, json or off")
         raise typer.Exit(USAGE)
     options: dict[str, Any] = {
         "db": db,
@@ -155,7 +170,7 @@ def serve(
     finally:
         checked.close()
     # read, then removed, by each worker:
-    os.environ[OPTIONS] = json.dumps(options | {"app": app_options})
+    os.environ[OPTIONS] = json.dumps(options | {"app": app_options, "log_format": log_format})
     if metrics and workers > 1:  # before the workers start: they import prometheus_client
         from turnkit.observe.prometheus import share_between_processes
 
@@ -221,6 +236,7 @@ def app_from_environment() -> ASGIApp:
     sdk = configure_sdk() if plan_export().exports else None  # the banner told a problem
     options: dict[str, Any] = json.loads(given)
     app_options: dict[str, Any] = options.pop("app", {})
+    use_logs(options.pop("log_format", "off"))
     notify: dict[str, Any] | None = options.pop("notify", None)
     opened = open_session(user="demo", grants=[], act=[], **options)
     atexit.register(opened.close)

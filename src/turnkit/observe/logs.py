@@ -15,7 +15,7 @@ from typing import Any
 
 from turnkit.observe.content import capture_content, content_text
 
-__all__ = ["JsonFormatter", "log_call", "log_decision", "use_json_logs"]
+__all__ = ["JsonFormatter", "log_call", "log_decision", "use_json_logs", "use_logs"]
 
 log = logging.getLogger("turnkit.calls")
 FIELDS = "turnkit"
@@ -49,12 +49,13 @@ def log_call(
     if arguments is not None and capture_content():
         fields["arguments"] = content_text(arguments)
     log.info(
-        "call %s %s%s by %s in %.1f ms",
+        "call %s %s%s by %s in %.1f ms%s",
         tool,
         status,
         f" ({code})" if code else "",
         caller,
         duration_ms,
+        f" trace {trace_id}" if trace_id else "",
         extra={FIELDS: fields},
     )
 
@@ -81,12 +82,13 @@ def log_decision(
         "trace_id": trace_id,
     }
     log.info(
-        "decision %s on %s (%s) by %s: %s",
+        "decision %s on %s (%s) by %s: %s%s",
         decision,
         tool,
         confirmation_id,
         decider,
         outcome,
+        f" trace {trace_id}" if trace_id else "",
         extra={FIELDS: fields},
     )
 
@@ -116,6 +118,21 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             body["exception"] = self.formatException(record.exc_info)
         return json.dumps(body, ensure_ascii=False, default=str)
+
+
+def use_logs(format: str) -> logging.Handler | None:
+    """Write the call and decision lines to stderr from now on: ``text`` (``turnkit.calls``
+    only, one readable line each), ``json`` (every turnkit logger, ``use_json_logs``) or
+    ``off``; the handler added (None for ``off``)."""
+    if format == "json":
+        return use_json_logs()
+    if format != "text":
+        return None
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    return handler
 
 
 def use_json_logs(level: int = logging.INFO) -> logging.Handler:
