@@ -1,17 +1,21 @@
 """``turnkit audit`` through typer's runner on the real app, on SQLite and PostgreSQL: the table
 with trace ids, ``--csv`` / ``--jsonl`` / ``--json`` that parse, the filters, what to do when
-nothing matched, and a bad time told in a line with exit status 2 (no traceback)."""
+nothing matched, a bad time told in a line with exit status 2 (no traceback), and the README's
+section run as written."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from test_cli import TURNKIT, env
 from turnkit import open_ledger
 from turnkit.cli import app  # internal: the command's typer app, run in this process
 
@@ -127,3 +131,27 @@ def test_two_formats_at_once_are_refused_with_status_2(audit):
     done = audit("--json", "--csv")
     assert done.exit_code == 2
     assert "give one" in done.output
+
+
+def test_the_audit_section_runs_as_written(tmp_path):
+    from test_readme import blocks
+
+    (code,) = [code for heading, code in blocks("sh") if heading.startswith("The audit: query")]
+    (tmp_path / ".turnkit").mkdir()
+    ledger = open_ledger(tmp_path / ".turnkit" / "turnkit.sqlite")  # the command's default
+    for i, (tool, status, code_) in enumerate(
+        [("catalogue.get_product", "ok", None), ("catalogue.set_prices", "error", "forbidden")]
+    ):
+        ledger.audit(at=time.time() - 600 + i, caller="key:k1", tool=tool, status=status,
+                     code=code_, duration_ms=3.0, trace_id=TRACE)  # fmt: skip
+    ledger.close()
+    path = {"PATH": f"{Path(TURNKIT).parent}:{env()['PATH']}"}
+    done = subprocess.run(["bash", "-c", code], cwd=tmp_path, env=env() | path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("catalogue.set_prices") == 2  # in both tables
+    assert done.stdout.count("catalogue.get_product") == 1  # not an error
+    exported = (tmp_path / "audit.jsonl").read_text().splitlines()
+    assert [json.loads(line)["tool"] for line in exported] == [
+        "catalogue.set_prices", "catalogue.get_product",
+    ]  # fmt: skip
