@@ -129,7 +129,7 @@ def made(done: subprocess.CompletedProcess[str]) -> str:
             ["--demo", "--scope", "catalogue.products:raed"],
             "warning: no loaded tool uses the scope 'catalogue.products:raed': it gives the key"
             " nothing (the known scopes: 'catalogue.products:read', 'catalogue.products:write',"
-            " 'system.confirmations:decide')",
+            " 'system.audit:read', 'system.confirmations:decide')",
         ),
         (
             [
@@ -176,8 +176,8 @@ def test_a_key_that_writes_through_none_of_its_allowed_tools_may_decide_unwarned
     [
         (
             ["--scope", "system.confirmation:decide"],
-            "warning: turnkit knows no scope 'system.confirmation:decide': the system scope a key"
-            " may carry is 'system.confirmations:decide'",
+            "warning: turnkit knows no scope 'system.confirmation:decide': the system scopes a"
+            " key may carry are 'system.audit:read', 'system.confirmations:decide'",
         ),
         (
             ["--scope", "catalogue.products:write", "--scope", "system.confirmations:decide"],

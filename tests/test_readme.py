@@ -58,6 +58,8 @@ SHELL = {
     "What people decided: the approval report": "tests/test_approval_report.py::"
     "test_the_report_section_runs_as_written",
     "Notifications": "tests/test_notify_cli.py::test_the_notifications_section_runs_as_written",
+    "The audit: query and export": "tests/test_audit_cli.py::"
+    "test_the_audit_section_runs_as_written",
 }
 """The test that runs each ``sh`` block (by the README heading above it): it must exist, and its
 file (or a ``tests/_helper`` module it imports) must set every variable and pass every ``--flag``

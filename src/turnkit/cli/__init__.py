@@ -2,7 +2,7 @@
 
 Thin wiring only: options become a session (``session.py``); turns are run and shown by
 ``chat.py`` and ``render.py``; ``confirmations``, ``settings``, ``keys``, ``ledger``, ``notify``
-and ``report`` are sub-commands of their own.
+and ``report`` are sub-commands of their own; ``audit`` reads the audit (``audit.py``).
 A person's mistake is told in one or two lines (``options.friendly``), never as a traceback.
 """
 
@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from turnkit.cli import confirmations, keys, ledger, notify, report, serve, settings
+from turnkit.cli import audit, confirmations, keys, ledger, notify, report, serve, settings
 from turnkit.cli.options import (
     USAGE,
     Act,
@@ -52,6 +52,7 @@ app.add_typer(ledger.app, name="ledger")
 app.add_typer(report.app, name="report")
 app.add_typer(notify.app, name="notify")
 app.command()(serve.serve)
+app.command()(audit.audit)
 
 
 @app.command()

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from turnkit.executor.confirmations import DECIDE_SCOPE
+from turnkit.ledger.audit import AUDIT_SCOPE
 from turnkit.registry.tool import Tool
 
 __all__ = ["SYSTEM_SCOPES", "UNCHECKED", "key_warnings"]
 
-SYSTEM_SCOPES = frozenset({DECIDE_SCOPE})
+SYSTEM_SCOPES = frozenset({DECIDE_SCOPE, AUDIT_SCOPE})
 """The ``system.*`` scopes turnkit itself gives a meaning (no tool declares them)."""
 UNCHECKED = (
     "no --module, --entry-points or --demo: the scopes and --allow were checked against no"
@@ -75,7 +76,8 @@ def _writes_and_decides(
 
 def _unknown_system_scopes(scopes: Collection[str]) -> list[str]:
     return [
-        f"turnkit knows no scope {scope!r}: the system scope a key may carry is {DECIDE_SCOPE!r}"
+        f"turnkit knows no scope {scope!r}: the system scopes a key may carry are"
+        f" {_listed(sorted(SYSTEM_SCOPES))}"
         for scope in sorted(set(scopes) - SYSTEM_SCOPES)
         if scope.startswith("system.")
     ]

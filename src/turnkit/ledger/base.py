@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from typing import Any, ParamSpec, TypeVar
 
+from turnkit.ledger.audit import AuditRows
 from turnkit.ledger.confirmations import ConfirmationRows
 from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.ledger.leases import ThreadLeases
@@ -43,7 +44,7 @@ def overrides_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
     return {key: load(value) for key, value in rows}
 
 
-class Ledger(ConfirmationRows, OutboxRows, ABC):
+class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
     """The durable memory of the executor. Use ``SqliteLedger`` or ``PostgresLedger``."""
 
     blocking = True
@@ -294,7 +295,8 @@ class Ledger(ConfirmationRows, OutboxRows, ABC):
         self, limit: int = 100, *, confirmation_ids: Collection[str] | None = None
     ) -> list[dict[str, Any]]:
         """The latest audit rows, newest first; only those of ``confirmation_ids`` when given
-        (the rows of held calls and of their approved runs)."""
+        (the rows of held calls and of their approved runs). To filter, page or export:
+        ``audit_page`` and ``audit_stream`` (``ledger/audit.py``)."""
         names = (
             "at",
             "caller",

@@ -220,11 +220,13 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS turnkit_confirmations_created"
     " ON turnkit_confirmations (created_at, id)",
     "CREATE INDEX IF NOT EXISTS turnkit_idempotency_created ON turnkit_idempotency (created_at)",
-    "CREATE INDEX IF NOT EXISTS turnkit_audit_at ON turnkit_audit (at)",
+    "CREATE INDEX IF NOT EXISTS turnkit_audit_at_id ON turnkit_audit (at, id)",
     "CREATE INDEX IF NOT EXISTS turnkit_rate_usage_window ON turnkit_rate_usage (window_start)",
 )
 """Indexes on columns that may have been added by ``ADDED_COLUMNS``, or that pruning and paging
-read: created after the upgrade."""
+read: created after the upgrade. The audit's is on ``(at, id)``, the order its pages are read in
+(``ledger/audit.py``: a page seeks to its cursor, pruning to its moment); a ledger made before it
+also keeps its first one, on ``at`` alone (``turnkit_audit_at``), which nothing needs now."""
 
 
 OUTBOX_EVENTS = ("held", "decided", "expired", "ran")

@@ -1,4 +1,5 @@
-"""The REST API under ``/v1``: the key's tools, calls, and the confirmations it may decide.
+"""The REST API under ``/v1``: the key's tools, calls, the confirmations it may decide, and the
+audit (``audit.py``, for a key with its scope).
 
 Every call goes through the executor's async methods with the key's caller and allow list, so
 rights are checked at call time and each request that addresses a tool leaves the executor's audit
@@ -19,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.executor.answers import Answer, Held, Refused
-from turnkit.server import approvals, problems, views
+from turnkit.server import approvals, audit, problems, views
 from turnkit.server.auth import ExecutorDep, Key
 
 __all__ = ["router"]
@@ -150,3 +151,4 @@ async def _answered(request: Request, executor: ExecutorDep, answer: Answer) -> 
 
 
 router.include_router(approvals.router)
+router.include_router(audit.router)
