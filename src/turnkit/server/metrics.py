@@ -1,6 +1,6 @@
 """``GET /metrics``: turnkit's counts for Prometheus, and the pending-holds gauge fed by the ledger.
 
-(docs/observe-metrics.md) It answers without a key, by Prometheus' convention: it tells counts
+(the README, "Metrics") It answers without a key, by Prometheus' convention: it tells counts
 by tool, outcome, decision and caller kind, never a call's arguments, results or callers.
 ``create_app(metrics=True)`` mounts it; ``turnkit serve`` does unless ``--no-metrics``.
 """
