@@ -13,7 +13,6 @@ import csv
 import itertools
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,8 +22,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.keys import UNITS
-from turnkit.cli.options import USAGE, Db, console, records
+from turnkit.cli.options import USAGE, Db, console, period_seconds, records
 from turnkit.ledger.audit import AuditJson, AuditQuery, AuditRecord
 from turnkit.ledger.records import iso
 
@@ -34,7 +32,6 @@ SHOWN = 50
 """Rows the table shows unless ``--limit`` says otherwise."""
 FIELDS = tuple(AuditJson.__annotations__)
 """The fields of a row, in the order ``--csv`` writes them."""
-_PERIOD = re.compile(r"\s*(\d{1,6})\s*([smhdw])\s*")
 
 Moment = Annotated[
     str | None,
@@ -112,9 +109,9 @@ def audit(
 def moment(option: str, text: str, now: float) -> float:
     """``--since``/``--until``: seconds since the epoch of an ISO 8601 time (UTC when it names no
     zone) or of a period back from ``now``; anything else ends the command (``USAGE``)."""
-    period = _PERIOD.fullmatch(text.lower())
-    if period is not None and int(period[1]) > 0:
-        return now - int(period[1]) * UNITS[period[2]]
+    back = period_seconds(text)
+    if back is not None:
+        return now - back
     try:
         parsed = datetime.fromisoformat(text.strip())
     except ValueError:

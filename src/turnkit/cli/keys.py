@@ -10,7 +10,6 @@ has; with or without them, about a key that may both write and decide (``key_che
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Annotated
 
@@ -28,6 +27,7 @@ from turnkit.cli.options import (
     Modules,
     console,
     friendly,
+    period_seconds,
     records,
 )
 from turnkit.cli.session import registry_of
@@ -36,8 +36,6 @@ from turnkit.registry.tool import Tool
 
 app = typer.Typer(help="API keys for REST and MCP callers.", no_args_is_help=True)
 
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-"""The units ``--expires-in`` takes: ``90s``, ``30m``, ``12h``, ``30d``, ``2w``."""
 Json = Annotated[bool, typer.Option("--json", help="JSON, for scripts.")]
 
 
@@ -173,11 +171,11 @@ def _tools(
 
 def _seconds(text: str) -> float:
     """``--expires-in``: a whole number and a unit (``30d``); a person's typo ends the command."""
-    match = re.fullmatch(r"\s*(\d{1,6})\s*([smhdw])\s*", text.lower())
-    if match is None or int(match[1]) == 0:
+    seconds = period_seconds(text)
+    if seconds is None:
         console.print(
             f"[red]--expires-in {text!r} is not a duration[/]: give a whole number and a unit,"
             " e.g. 90m, 12h, 30d or 2w"
         )
         raise typer.Exit(USAGE)
-    return int(match[1]) * UNITS[match[2]]
+    return seconds

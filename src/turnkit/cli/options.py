@@ -6,6 +6,7 @@ in one or two lines with what to do, and the command exits with status 2 — nev
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -146,3 +147,23 @@ def records(db: str | None) -> Session:
     them); a mistake ends the command (``USAGE``)."""
     with friendly():
         return open_records(db)
+
+
+PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+"""The units a period takes (``--expires-in``, ``--since``): ``90s``, ``30m``, ``12h``, ``7d``,
+``2w``."""
+_PERIOD = re.compile(r"\s*(\d{1,6})\s*([smhdw])\s*")
+
+
+def period_seconds(text: str) -> int | None:
+    """The seconds of a period written as a whole number and a unit (``PERIOD_UNITS``); None
+    when ``text`` is not one, or is zero (each option says so in its own words).
+
+    Example:
+        >>> period_seconds("2h"), period_seconds("7D"), period_seconds("0m"), period_seconds("x")
+        (7200, 604800, None, None)
+    """
+    match = _PERIOD.fullmatch(text.lower())
+    if match is None or int(match[1]) == 0:
+        return None
+    return int(match[1]) * PERIOD_UNITS[match[2]]

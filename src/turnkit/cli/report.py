@@ -9,15 +9,13 @@ a row, suggesting a ``danger`` rule. It reads the ledger only (no module is load
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.keys import UNITS
-from turnkit.cli.options import USAGE, Db, console, records
+from turnkit.cli.options import USAGE, Db, console, period_seconds, records
 from turnkit.ledger.records import iso
 from turnkit.ledger.report import (
     STREAK_OVER,
@@ -91,11 +89,11 @@ def table(rows: list[ToolReport], title: str) -> Table:
 
 def _seconds(text: str) -> float:
     """``--since``: a whole number and a unit (``7d``); a typo ends the command (``USAGE``)."""
-    match = re.fullmatch(r"\s*(\d{1,6})\s*([smhdw])\s*", text.lower())
-    if match is None or int(match[1]) == 0:
+    seconds = period_seconds(text)
+    if seconds is None:
         console.print(
             f"[red]--since {text!r} is not a period[/]: give a whole number and a unit, e.g."
             " 90m, 12h, 7d or 2w (leave it out for everything)"
         )
         raise typer.Exit(USAGE)
-    return int(match[1]) * UNITS[match[2]]
+    return seconds
