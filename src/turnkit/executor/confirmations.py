@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from turnkit.executor import steps, tracing
 from turnkit.executor.answers import NO_REASON, Answer, Refused, Rejected
+from turnkit.executor.calls import Call
 from turnkit.executor.closing import close_held, expire
 from turnkit.executor.door import door_refusal
 from turnkit.executor.effects import Environment, Permissions, Steps, on_ledger
-from turnkit.executor.pipeline import WAIT_GRACE, Call, execute_steps, settings_now
+from turnkit.executor.pipeline import WAIT_GRACE, execute_steps, settings_now
 from turnkit.executor.quorum import (
     Edit,
     approve_one,

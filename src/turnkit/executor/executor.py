@@ -21,6 +21,7 @@ from typing import Any
 
 from turnkit.executor import steps
 from turnkit.executor.answers import Answer, AnswerJSON
+from turnkit.executor.calls import Call
 from turnkit.executor.confirmations import (
     Decision,
     confirm_steps,
@@ -30,7 +31,7 @@ from turnkit.executor.confirmations import (
 )
 from turnkit.executor.drivers import adrive, drive
 from turnkit.executor.effects import Environment, Orphans, Permissions, on_ledger
-from turnkit.executor.pipeline import Call, enabled_now, execute_steps, settings_now
+from turnkit.executor.pipeline import enabled_now, execute_steps, settings_now
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
 from turnkit.ledger.keys import ApiKey

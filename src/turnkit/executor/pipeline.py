@@ -13,13 +13,13 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from turnkit.errors import ToolError
 from turnkit.executor import previews, steps, tracing
 from turnkit.executor.answers import Answer, DryRun, Held, Ran, Refused, answer_from_json
+from turnkit.executor.calls import Call, Checked
 from turnkit.executor.closing import expire_overdue
 from turnkit.executor.effects import (
     Cancelled,
@@ -43,7 +43,7 @@ from turnkit.registry.declaration import fingerprint
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Quorum, Tool
-from turnkit.registry.visibility import Allow, hidden_reason
+from turnkit.registry.visibility import hidden_reason
 
 log = logging.getLogger("turnkit.executor")
 
@@ -57,52 +57,6 @@ OUTCOME_UNKNOWN = (
     "the {what} was started but never finished (its process stopped or it was cancelled): the"
     " write may or may not have happened. Check the data before trying again."
 )
-
-
-@dataclass(slots=True)
-class Call:
-    """One call as the pipeline sees it; also what its audit row is made of."""
-
-    caller: Caller
-    name: object
-    input: object
-    control: dict[str, Any]
-    allow: Allow
-    call_id: str
-    confirmation_id: str | None = None
-    detail: str | None = None
-    settings: Settings | None = None
-    """The settings in force, when the caller read them just before (else read by the call)."""
-    started: bool = False
-    """True once the handler was started: from then on the write may have happened."""
-    reserved_at: float | None = None
-    """When this call reserved its idempotency key (a repeat's staleness counts from it)."""
-    thread: str | None = None
-    """The conversation (thread) whose turn makes the call; kept with a hold."""
-    request: Mapping[str, str] | None = None
-    """The request that led to the call (``user``, ``model`` texts); kept, bounded, with a
-    hold (read only then: a door may pass a lazy mapping)."""
-    wait: bool = True
-    """Whether a repeat of a running idempotency key waits for the first call's outcome (in
-    process) or answers ``in_progress`` at once (over HTTP: the client retries)."""
-    parent: Any = None
-    """The span the call's ``execute_tool`` span is a child of (an approval's decision);
-    None: the current span."""
-    span: Any = None
-    """The call's ``execute_tool`` span while it runs (``tracing``)."""
-    cost: int | None = None
-    """The rate-limit units charged or reserved, once known."""
-
-
-@dataclass(frozen=True, slots=True)
-class Checked:
-    """A call that passed steps 1-4: its tool, input, input hash, context and settings."""
-
-    tool: Tool
-    value: dict[str, Any]
-    digest: str
-    ctx: CallContext
-    settings: Settings
 
 
 def settings_now(env: Environment) -> Steps[Settings]:

@@ -19,7 +19,7 @@ from turnkit.registry.caller import Caller
 
 
 class Call(Protocol):
-    """What of a ``pipeline.Call`` its span, metrics and log line read."""
+    """What of a ``calls.Call`` its span, metrics and log line read."""
 
     caller: Caller
     name: object
