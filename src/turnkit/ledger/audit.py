@@ -1,12 +1,12 @@
 """The audit, read back: rows filtered, a page at a time, or all of them in constant memory
 (``AuditRows``, a part of every ``Ledger``; the rows are written by ``Ledger.audit``).
 
-Rows come in the order of ``at`` (when the call started), then ``id`` (the order two rows of the
-same instant were written): newest first unless asked otherwise. A page ends with a ``Cursor``
-(``records.Cursor``: that pair, an opaque text at the doors) and the next page starts after it;
-the query seeks there through the index on ``(at, id)`` (``schema.INDEXES``), so reading every
-page of a million rows costs as much as reading them once, and ``since``/``until`` are bounds of
-that same index. Read by ``turnkit audit`` and ``GET /v1/audit`` (docs/architecture.md §4).
+Rows come in the order of ``at`` (when the call ended and was recorded), then ``id`` (the order two
+rows of the same instant were written): newest first unless asked otherwise. A page ends with a
+``Cursor`` (``records.Cursor``: that pair, an opaque text at the doors) and the next page starts
+after it; the query seeks there through the index on ``(at, id)`` (``schema.INDEXES``), so reading
+every page of a million rows costs as much as reading them once, and ``since``/``until`` are bounds
+of that same index. Read by ``turnkit audit`` and ``GET /v1/audit`` (docs/architecture.md §4).
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ class AuditRecord:
     id: str
     """Sorts in the order the rows were written (nanoseconds, then random hex digits)."""
     at: float
-    """When the call started (seconds since the epoch)."""
+    """When the call ended and its row was written (seconds since the epoch)."""
     caller: str
     """The caller's identity: ``session:alice``, ``key:key_...``, ``public``."""
     tool: str
     """The tool's registry name (``shop.set_prices``), as the call named it."""
     status: str
-    """How it ended: ``ok``, ``error``, ``held``, ``dry_run``, ``replayed``..."""
+    """How it ended: ``ok``, ``error``, ``confirmation_required``, ``dry_run``, ``replayed``..."""
     code: str | None
     """The error code when it failed (``forbidden``, ``invalid_input``...)."""
     duration_ms: float
@@ -108,15 +108,15 @@ class AuditQuery:
     """
 
     since: float | None = None
-    """Only calls that started at this moment or later (seconds since the epoch)."""
+    """Only calls recorded at this moment or later (seconds since the epoch)."""
     until: float | None = None
-    """Only calls that started before this moment."""
+    """Only calls recorded before this moment."""
     tool: str | None = None
     """Only this tool's rows; a name ending with ``.`` (``shop.``): every tool of that module."""
     caller: str | None = None
     """Only this caller's rows (its identity: ``key:key_...``, ``session:alice``)."""
     status: str | None = None
-    """Only rows that ended so (``ok``, ``error``, ``held``...)."""
+    """Only rows that ended so (``ok``, ``error``, ``confirmation_required``...)."""
     oldest_first: bool = False
     """Oldest first (the cursor then pages forward in time); newest first by default."""
 

@@ -54,7 +54,7 @@ class AuditRowView(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str = Field(description="Sorts in the order the rows were written.")
-    at: str = Field(description="When the call started, ISO 8601 UTC.")
+    at: str = Field(description="When the call ended and was recorded, ISO 8601 UTC.")
     caller: str = Field(description="The caller's identity: key:..., session:..., public.")
     tool: str = Field(description="The tool's registry name.")
     status: str = Field(description="How it ended: ok, error, held, dry_run, replayed...")
@@ -78,12 +78,12 @@ def audit_query(
     since: Annotated[
         datetime | None,
         Query(
-            description="Only calls that started then or later: ISO 8601 (UTC when it names"
+            description="Only calls recorded then or later: ISO 8601 (UTC when it names"
             " no zone) or seconds since the epoch."
         ),
     ] = None,
     until: Annotated[
-        datetime | None, Query(description="Only calls that started before then (as since).")
+        datetime | None, Query(description="Only calls recorded before then (as since).")
     ] = None,
     tool: Annotated[
         str | None,
