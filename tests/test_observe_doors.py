@@ -13,7 +13,7 @@ import pytest
 
 from _otlp_receiver import otlp_receiver
 from test_cli import TURNKIT, env
-from test_observe_e2e import TOOL, serving, turnkit
+from test_observe_e2e import TOOL, serving, stop, turnkit
 
 pytestmark = pytest.mark.slow  # real servers and commands in processes of their own
 
@@ -30,7 +30,7 @@ def test_an_approval_at_the_terminal_is_exported_linked_to_its_hold(serving, tmp
     key = writer_key(tmp_path)
     with otlp_receiver() as (collector, received):
         exporting = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector, "OTEL_BSP_SCHEDULE_DELAY": "50"}
-        url, _ = serving(exporting)
+        url, process = serving(exporting)
         held = httpx.post(f"{url}/v1/tools/{TOOL}/invoke", json={"input": {"sku": "ACC-0001"}},
                           headers=key, timeout=30)  # fmt: skip
         assert held.status_code == 202, held.text
@@ -46,6 +46,7 @@ def test_an_approval_at_the_terminal_is_exported_linked_to_its_hold(serving, tmp
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         spans = received.wait_for(lambda spans: any(s.name == f"decide {TOOL}" for s in spans))
+        stop(process)
     (decide,) = [s for s in spans if s.name == f"decide {TOOL}"]
     (ran,) = [s for s in spans if s.parent_span_id == decide.span_id]
     assert [link["span_id"] for link in decide.links] == [hold.span_id]
@@ -59,8 +60,9 @@ def test_an_approval_at_the_terminal_is_exported_linked_to_its_hold(serving, tmp
 def test_serve_writes_a_line_per_call_and_decision_with_the_trace_id(serving, tmp_path, form):
     key = writer_key(tmp_path)
     with otlp_receiver() as (collector, _):  # traced: the caller's trace goes on through it
-        url, _ = serving({"OTEL_EXPORTER_OTLP_ENDPOINT": collector}, "--log-format", form)
+        url, process = serving({"OTEL_EXPORTER_OTLP_ENDPOINT": collector}, "--log-format", form)
         text = _held_and_logged(url, key, tmp_path)
+        stop(process)  # while the collector listens: its last spans are sent, not retried
     assert "ACC-0001" not in text  # no arguments unless content capture is on
     if form == "text":
         assert f"call {TOOL} confirmation_required by key:" in text
