@@ -19,6 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from turnkit.executor import tracing  # the calls "removed" stubs out
 
 MODES = ("removed", "api", "sdk")
+SDK_ONLY = "sdk-removed"
+"""The SDK on, turnkit's calls into ``turnkit.observe`` stubbed: what a traced server pays for
+the spans of others (FastAPI makes its own), against which ``sdk`` is turnkit's own price."""
 _state = {"sdk": False, "recorded": 0}
 _exporter = InMemorySpanExporter()
 _sdk = TracerProvider()
@@ -65,12 +68,12 @@ def install() -> None:
 
 def use(mode: str) -> None:
     """Trace as ``mode`` says from now on (one of ``MODES``)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    _state["sdk"] = mode == "sdk"
-    for name, function in (_stubs if mode == "removed" else _real).items():
+    if mode not in (*MODES, SDK_ONLY):
+        raise ValueError(f"mode must be one of {(*MODES, SDK_ONLY)}, not {mode!r}")
+    _state["sdk"] = mode.startswith("sdk")
+    for name, function in (_stubs if mode in ("removed", SDK_ONLY) else _real).items():
         setattr(tracing, name, function)
-    if mode == "sdk" and len(_exporter._finished_spans) > 10_000:  # bench-only: not copied
+    if _state["sdk"] and len(_exporter._finished_spans) > 10_000:  # bench-only: not copied
         _state["recorded"] += len(_exporter._finished_spans)
         _exporter.clear()
 

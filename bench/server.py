@@ -165,13 +165,17 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(command: list[str], ready: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def serving(
+    command: list[str], ready: str, env: dict[str, str] | None = None, *, quiet: bool = False
+) -> Iterator[str]:
     """``command`` (given ``{port}``) run from the repository root with ``env`` added to this
-    process's environment; its base URL once ``ready`` (a path) answers; stopped on exit."""
+    process's environment; its base URL once ``ready`` (a path) answers; stopped on exit.
+    ``quiet``: its stderr (a server's log lines) is dropped too."""
     port = _free_port()
     env = os.environ | {"PYTHONPATH": str(ROOT)} | (env or {})
     argv = [part.format(port=port) for part in command]
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    stderr = subprocess.DEVNULL if quiet else None
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT

@@ -125,12 +125,12 @@ def serve(
     log_format: Annotated[
         str,
         typer.Option(
-            help="One line per call and per decision on stderr, with its trace id: text, json"
-            " (one JSON object a line) or off. Never arguments unless"
+            help="Write a line per call and per decision to stderr, with its trace id: text,"
+            " json (one JSON object a line) or off. Never arguments unless"
             " OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.",
             metavar="text|json|off",
         ),
-    ] = "text",
+    ] = "off",
 ) -> None:
     """Serve your tools to API-key callers: REST at /v1, MCP at /mcp, the web inbox at /ui/
     (people approve held writes)."""
