@@ -32,6 +32,7 @@ from bench import (
     for_model,
     scale_out,
     server,
+    tracing,
     turn_overhead,
     validate,
 )
@@ -80,6 +81,7 @@ SCENARIOS: dict[str, Scenario] = {
     "concurrency": concurrency.run,
     "server": server.run,
     "scale_out": scale_out.run,
+    "tracing": tracing.run,
 }
 
 
