@@ -12,7 +12,7 @@ OpenTelemetry SDK recording every span into an in-memory exporter through a
   choose the state (a header), called one at a time by keep-alive clients, batches interleaved;
   the three states without a line per call on stderr (the default), and the API only with it
   (``--log-format text``), whose ratio to the API only without it is the price of that line.
-  With the SDK on, FastAPI (0.163) opens spans of its own (the request, its dependencies, its
+  With the SDK on, FastAPI (0.165) opens spans of its own (the request, its dependencies, its
   endpoint): "SDK ÷ removed" pays for them too; "SDK, turnkit's own" divides by the SDK on with
   turnkit's calls stubbed out, the price of turnkit's spans alone.
   Spans are turnkit's only (no HTTP server span: the FastAPI instrumentation is OpenTelemetry's
