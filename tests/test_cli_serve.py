@@ -98,7 +98,7 @@ def test_the_banner_hides_the_databases_password(serving, tmp_path):
     banner = log.read_text()
     assert "turnkit serve · REST" in banner
     assert f"inbox {served}/ui/" in " ".join(banner.split())  # where people approve
-    assert "postgresql://***@127.0.0.1" in banner
+    assert "postgresql://postgres:***@127.0.0.1" in banner  # the user shown, not the password
     assert "hunter2" not in banner
     assert httpx.get(f"{served}/healthz").status_code == 200
 

@@ -132,7 +132,7 @@ def test_a_run_of_a_deployment_without_sign_in_or_default_user_fails_clearly(tmp
         ({}, "set TURNKIT_DATABASE_URL to the ledger: a SQLite file"),
         (
             {"TURNKIT_DATABASE_URL": "postgres:/u@h/db"},
-            "TURNKIT_DATABASE_URL: 'postgres:/***@h/db' looks like",
+            "TURNKIT_DATABASE_URL: 'postgres:/u@h/db' looks like",
         ),
         ({"TURNKIT_DATABASE_URL": "ledger"}, "neither a SQLite file nor a URL"),
         ({"TURNKIT_DATABASE_URL": "mysql://h/db"}, "unsupported storage URL"),

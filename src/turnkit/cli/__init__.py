@@ -45,6 +45,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(asked: bool) -> None:
+    if asked:
+        from turnkit import __version__
+
+        console.print(f"turnkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print turnkit's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Governed tool-calling turns: the model sees what you may use, writes wait for your yes."""
+
+
 app.add_typer(confirmations.app, name="confirmations")
 app.add_typer(settings.app, name="settings")
 app.add_typer(keys.app, name="keys")

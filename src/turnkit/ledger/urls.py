@@ -144,10 +144,23 @@ _PASSWORD_PARAM = re.compile(r"(password=)[^&;\s]*", re.IGNORECASE)
 
 
 def shown(url: str) -> str:
-    """``url`` without its credentials, for messages and reprs: the user info before an ``@``
-    (``scheme://user:pw@``, also in typos such as ``postgres:/u:pw@h``) and any ``password=``."""
+    """``url`` without its password, for messages and reprs: the password in the user info
+    before an ``@`` (``scheme://user:pw@``, also in typos such as ``postgres:/u:pw@h``) and any
+    ``password=``; the user stays, to tell which account a message is about.
+
+    Example:
+        >>> shown("postgresql://app:hunter2@db:5432/turnkit")
+        'postgresql://app:***@db:5432/turnkit'
+        >>> shown("postgresql://app@db/turnkit?password=hunter2")
+        'postgresql://app@db/turnkit?password=***'
+        >>> shown("postgresql://app:a/b@c@db/turnkit")  # a password with '/' and '@' in it
+        'postgresql://app:***@db/turnkit'
+    """
     text = _PASSWORD_PARAM.sub(r"\1***", url)
     if "@" not in text:
         return text
     before, _, after = text.rpartition("@")
-    return f"{before[: before.rfind('/') + 1]}***@{after}"  # the user info: after the last '/'
+    # the user info: after '://', or after the last '/' in a typo (postgres:/u:pw@h)
+    start = before.index("://") + 3 if "://" in before else before.rfind("/") + 1
+    user, colon, _password = before[start:].partition(":")
+    return f"{before[:start]}{user}{':***' if colon else ''}@{after}"
