@@ -242,7 +242,7 @@ def test_the_command_shows_the_table_the_suggestion_and_json(ledger_url, tmp_pat
 
 @pytest.mark.slow
 def test_the_report_section_runs_as_written(tmp_path):
-    from test_readme import blocks
+    from test_docs_blocks import blocks
 
     (code,) = [code for heading, code in blocks("sh") if heading.startswith("What people decided")]
     (tmp_path / ".turnkit").mkdir()

@@ -134,7 +134,7 @@ def test_two_formats_at_once_are_refused_with_status_2(audit):
 
 
 def test_the_audit_section_runs_as_written(tmp_path):
-    from test_readme import blocks
+    from test_docs_blocks import blocks
 
     (code,) = [code for heading, code in blocks("sh") if heading.startswith("The audit: query")]
     (tmp_path / ".turnkit").mkdir()

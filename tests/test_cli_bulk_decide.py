@@ -21,7 +21,7 @@ import _cli_app
 import _review_app
 from _shop import prices
 from test_cli import PROVIDER, TURNKIT, App, env, flat, words
-from test_readme import blocks
+from test_docs_blocks import blocks
 from turnkit import Caller, Executor, Registry, open_ledger
 from turnkit.demo import DEMO_CALLER, demo_executor
 

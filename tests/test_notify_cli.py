@@ -137,7 +137,7 @@ def test_run_once_delivers_what_is_due_and_list_counts_it(notify, ledger_url, sh
 
 
 def test_the_notifications_section_runs_as_written(tmp_path):
-    from test_readme import blocks
+    from test_docs_blocks import blocks
 
     (code,) = [code for heading, code in blocks("sh") if heading == "Notifications"]
     shown = ("--url", "--events", "--smtp-host", "--smtp-port", "--starttls", "--from", "--to",

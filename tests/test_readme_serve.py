@@ -24,7 +24,7 @@ import pytest
 
 from _serving import free_port, wait_healthy
 from test_cli import env
-from test_readme import ROOT, SERVED, blocks
+from test_docs_blocks import ROOT, SERVED, blocks
 
 APPROVALS = "Approvals"
 

@@ -184,7 +184,7 @@ def test_turnkit_ledger_prune_prints_what_it_deleted(executor, key, clock, ledge
 
 @pytest.mark.slow
 def test_the_retention_section_runs_as_written(tmp_path):
-    from test_readme import blocks
+    from test_docs_blocks import blocks
 
     (code,) = [code for heading, code in blocks("sh") if heading == "Retention"]
     path = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}

@@ -27,7 +27,7 @@ from _openai_server import OpenAIServer, call, reply
 from _shop import Shop
 from _studio import REPO, RUN_TIMEOUT, Server, launch, wait, wait_until_ready
 from conftest import postgres_url
-from test_readme import blocks
+from test_docs_blocks import blocks
 from turnkit import Ledger, open_ledger
 from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope has no public name
 

@@ -1,5 +1,5 @@
-"""Tools without ceremony: functions, tool objects and LangChain tools (README, "A five-minute
-tour").
+"""Tools without ceremony: functions, tool objects and LangChain tools (docs/get-started.md,
+"A five-minute tour").
 
 Each becomes a registry tool of the ``local`` module, which needs no rights configuration: local
 tools are public (any caller may use them) and run without a confirmation unless declared with

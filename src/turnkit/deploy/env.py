@@ -18,7 +18,7 @@ is first built (the first run, or the server's first look at the graph), in a wo
 - ``auth``: turnkit API keys (``Authorization: Bearer tk_...``) from the ledger, threads kept to
   their owner (``turnkit_auth``). An application that signs its users in writes its own
   ``Auth`` with ``turnkit_auth(deployment, sessions=...)``, or with ``key_user`` in its own
-  handler (see the README, "Who is calling").
+  handler (see docs/guides/langchain.md, "Who is calling").
 - ``app``: REST ``/v1`` and MCP ``/mcp`` on the same executor and ledger.
 """
 

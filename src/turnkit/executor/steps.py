@@ -197,7 +197,7 @@ def hold_rule(tool: Tool, caller: Caller, settings: Settings | None = None) -> H
     holds them all), ``always`` (``danger="always"``), ``input`` (a danger check decides per
     input), ``batch`` (an admin write with a list longer than ``confirm_batch_over``), ``input
     or batch`` (both: the batch rule holds whatever an admin write's danger check says), or
-    ``never``. The one statement of the hold rule, for every door (README, "The hold rule")."""
+    ``never``. The one statement of the hold rule, for every door (docs/concepts/hold-rule.md)."""
     if tool.is_write and caller.kind == "session":
         return "person"
     if tool.is_write and caller.kind == "key" and settings is not None and settings.hold_key_writes:

@@ -130,7 +130,7 @@ def build_turn_graph(
         durability: when checkpoints are written (a run may still pass its own). ``"sync"`` by
             default: with LangGraph's ``"async"``, a crash while the checkpoint after the model
             call is still being written re-asks the model, whose new message ids make new
-            idempotency keys, so a write could run twice. See README "Performance".
+            idempotency keys, so a write could run twice. See docs/performance.md.
         busy_timeout: how long a run waits for a thread another run has before it raises
             ``ThreadBusy`` (0: at once). A run may pass its own as
             ``configurable={"busy_timeout": seconds}``.
@@ -186,8 +186,8 @@ def with_thread_leases(
 ) -> TurnGraph:
     """Any compiled LangGraph graph — ``create_agent``'s with ``TurnkitMiddleware``, say — with
     one writer per thread, as ``build_turn_graph``'s: each run takes its thread's lease in
-    ``ledger``'s database and its checkpoint writes are fenced (see README "One writer per
-    thread"). ``busy_timeout`` and ``lease_ttl`` as for ``build_turn_graph``.
+    ``ledger``'s database and its checkpoint writes are fenced (docs/guides/postgres.md, "One
+    writer per thread"). ``busy_timeout`` and ``lease_ttl`` as for ``build_turn_graph``.
 
     Example:
         >>> agent = with_thread_leases(  # doctest: +SKIP

@@ -1,6 +1,7 @@
 """``PrometheusSink``: turnkit's metrics in a ``prometheus_client`` registry, for a ``/metrics``.
 
-(the README, "Metrics") The sink is told what the OpenTelemetry instruments are told
+(docs/operations/monitoring.md, "Metrics") The sink is told what the OpenTelemetry instruments
+are told
 (``turnkit.observe.metrics.add_sink``) and keeps the same counts under Prometheus' names; the
 number of holds waiting is read at each scrape from the callable it is given (a ledger's
 ``pending_count``), never counted, so it is right whichever process answers.

@@ -58,7 +58,7 @@ def create_app(
             origin. ``/openapi.json`` (data, no script) is always served.
         metrics: serve ``GET /metrics`` for Prometheus, without a key: the counts of this
             process' calls, decisions and deliveries by tool and outcome, never arguments,
-            and the holds pending in the ledger (the README, "Metrics"; needs
+            and the holds pending in the ledger (docs/operations/monitoring.md, "Metrics"; needs
             ``prometheus-client``, in the ``server`` extra).
 
     Returns:

@@ -1,8 +1,8 @@
 """``GET /metrics``: turnkit's counts for Prometheus, and the pending-holds gauge fed by the ledger.
 
-(the README, "Metrics") It answers without a key, by Prometheus' convention: it tells counts
-by tool, outcome, decision and caller kind, never a call's arguments, results or callers.
-``create_app(metrics=True)`` mounts it; ``turnkit serve`` does unless ``--no-metrics``.
+(docs/operations/monitoring.md, "Metrics") It answers without a key, by Prometheus' convention: it
+tells counts by tool, outcome, decision and caller kind, never a call's arguments, results or
+callers. ``create_app(metrics=True)`` mounts it; ``turnkit serve`` does unless ``--no-metrics``.
 """
 
 from __future__ import annotations

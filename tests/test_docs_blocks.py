@@ -1,10 +1,11 @@
-"""Every code block of the README runs as written.
+"""Every code block of the README and of every page of the docs site runs as written.
 
 Each ``python`` block runs on its own, in a fresh process and an empty folder, as a user who copies
 it would run it. A block that names an OpenAI model talks to the local scripted OpenAI-compatible
 server (``OPENAI_BASE_URL``), which answers any question by calling the first tool offered and then
 saying what it returned. Each ``sh`` block is run where it is cheap, or by the test named beside
-it in ``SHELL``; a new ``sh`` block fails here until it is given one.
+it in ``SHELL``; a new ``sh`` block fails here until it is given one. Blocks in other languages
+(``json``, ``text``, ...) are read by the tests that use them, or are output shown to the reader.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -25,29 +26,60 @@ from _openai_server import OpenAIServer, call, reply
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+SITE = sorted(page for page in (ROOT / "docs").rglob("*.md") if "_hooks" not in page.parts)
+PAGES = [ROOT / "README.md", *SITE]
+"""The README and every page of the site (``docs/``; not the hooks' folder ``docs/_hooks``)."""
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+HEADING = re.compile(r"^#+ (.+)$|^\*\*(\d+\. [^*]+)\*\*", re.MULTILINE)
+
+
+class Block(NamedTuple):
+    page: str  # relative to the repository, e.g. "docs/guides/serve.md"
+    heading: str  # the last heading above the block (a "**1. Step.**" counts), or "top"
+    code: str
+
+
+def page_blocks(language: str, page: Path) -> list[Block]:
+    """Every block in ``language`` on ``page``, with the heading above it (fenced code, whose
+    ``# comments`` look like headings, is not searched for headings)."""
+    text = page.read_text()
+    prose = FENCE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)  # same offsets
+    name = str(page.relative_to(ROOT))
+    found = []
+    for match in FENCE.finditer(text):
+        if match.group(1) != language:
+            continue
+        headings = HEADING.findall(prose[: match.start()])
+        heading = next((h or b for h, b in reversed(headings)), "top")
+        found.append(Block(name, heading.strip(), match.group(2)))
+    return found
+
+
+def all_blocks(language: str) -> list[Block]:
+    return [block for page in PAGES for block in page_blocks(language, page)]
 
 
 def blocks(language: str) -> list[tuple[str, str]]:
-    """``(heading, code)`` of every block in ``language``, the heading being the last one above."""
-    found = []
-    for match in FENCE.finditer(README):
-        if match.group(1) != language:
-            continue
-        headings = re.findall(r"^#+ (.+)$|^\*\*(\d+\. [^*]+)\*\*", README[: match.start()], re.M)
-        heading = next((h or b for h, b in reversed(headings)), "top")
-        found.append((heading.strip(), match.group(2)))
-    return found
+    """``(heading, code)`` of every block in ``language`` on every page: the tests that run one
+    section's blocks find them by heading, which is unique across the site."""
+    return [(block.heading, block.code) for block in all_blocks(language)]
 
 
 SERVED = "Serve your tools: REST and MCP"
 """The section whose blocks talk to a running ``turnkit serve``: tests/test_readme_serve.py runs
 them all, in order, against one."""
-PYTHON = [(heading, code) for heading, code in blocks("python") if heading != SERVED]
+PYTHON = [block for block in all_blocks("python") if block.heading != SERVED]
+CI_COMMANDS = (
+    "tests/test_cli.py::"
+    "test_ci_runs_the_readme_commands_which_install_what_ci_checks_and_run_every_test"
+)
 SHELL = {
-    "Two commands": "tests/test_cli.py::"
-    "test_ci_runs_the_readme_commands_which_install_what_ci_checks_and_run_every_test",
+    "Two commands": CI_COMMANDS,
+    "Install and run": CI_COMMANDS,  # docs/get-started.md: the README's, word for word (below)
+    "Run the tests": CI_COMMANDS,
+    "What a caller sees": "tests/test_docs_own_module.py::test_the_guide_runs_as_written",
+    "A held write, decided at the terminal": "tests/test_docs_own_module.py::"
+    "test_the_guide_runs_as_written",
     "4. Studio.": "tests/test_studio.py::"
     "test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume",
     SERVED: "tests/test_readme_serve.py::test_the_serve_section_runs_as_written",
@@ -61,7 +93,7 @@ SHELL = {
     "The audit: query and export": "tests/test_audit_cli.py::"
     "test_the_audit_section_runs_as_written",
 }
-"""The test that runs each ``sh`` block (by the README heading above it): it must exist, and its
+"""The test that runs each ``sh`` block (by the heading above it): it must exist, and its
 file (or a ``tests/_helper`` module it imports) must set every variable and pass every ``--flag``
 the block does."""
 
@@ -94,8 +126,9 @@ def server() -> Iterator[OpenAIServer]:
     assert running.errors == []
 
 
-@pytest.mark.parametrize(("heading", "code"), PYTHON, ids=[h for h, _ in PYTHON])
-def test_a_python_block_runs_as_written(heading, code, tmp_path, server):
+@pytest.mark.parametrize("block", PYTHON, ids=[f"{b.page}: {b.heading}" for b in PYTHON])
+def test_a_python_block_runs_as_written(block, tmp_path, server):
+    heading, code = f"{block.page}: {block.heading}", block.code
     (tmp_path / "block.py").write_text(code)
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TURNKIT_"))}
     env = {**keep, "OPENAI_BASE_URL": server.url, "LANGSMITH_TRACING": "false"}
@@ -107,10 +140,20 @@ def test_a_python_block_runs_as_written(heading, code, tmp_path, server):
     assert done.stdout.strip(), f"the block under {heading!r} printed nothing"
 
 
-def test_the_readme_has_python_blocks_and_every_shell_block_is_run_somewhere():
+def test_the_pages_have_python_blocks_and_every_shell_block_is_run_somewhere():
     assert len(PYTHON) >= 5
-    unknown = [heading for heading, _ in blocks("sh") if heading not in SHELL]
-    assert unknown == [], f"give these README sh blocks a test, and a line in SHELL: {unknown}"
+    unknown = [f"{b.page}: {b.heading}" for b in all_blocks("sh") if b.heading not in SHELL]
+    assert unknown == [], f"give these sh blocks a test, and a line in SHELL: {unknown}"
+
+
+def test_headings_with_blocks_are_unique_across_the_site():
+    """A test finds a section's blocks by its heading: two pages with one heading would mix them."""
+    where: dict[str, set[str]] = {}
+    for language in ("python", "sh", "json"):
+        for block in all_blocks(language):
+            where.setdefault(block.heading, set()).add(block.page)
+    shared = {heading: sorted(pages) for heading, pages in where.items() if len(pages) > 1}
+    assert shared == {}, f"these headings hold blocks on more than one page: {shared}"
 
 
 @pytest.mark.parametrize("heading", sorted(SHELL))
@@ -128,3 +171,12 @@ def test_the_test_named_for_a_shell_block_exists_and_runs_it_as_written(heading)
     missing = [f"{k}={v}" for k, v in variables if not re.search(rf"{k}\W+{v}\b", source)]
     missing += [flag for flag in flags if f'"{flag}"' not in source]
     assert missing == [], f"{path} does not run the block under {heading!r} with {missing}"
+
+
+def test_get_started_gives_the_readmes_two_commands_word_for_word():
+    """CI runs the README's two commands; the site's first page must not drift from them."""
+    readme = [b.code for b in page_blocks("sh", ROOT / "README.md") if b.heading == "Two commands"]
+    page = ROOT / "docs" / "get-started.md"
+    steps = ("Install and run", "Run the tests")
+    site = [b.code for b in page_blocks("sh", page) if b.heading in steps]
+    assert readme == site
