@@ -230,7 +230,7 @@ def configure_sdk() -> Sdk | None:
     exporter turnkit does not set up), one warning line says why and None is returned.
 
     Examples:
-        In an application's start (``turnkit serve`` does this in every worker)::
+        In an application's start (``turnkit serve`` does this in every worker):
 
             sdk = configure_sdk()  # OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318
             ...
