@@ -99,7 +99,7 @@ class AgentTimeout(TurnkitError, TimeoutError):
 class ToolError(Exception):
     """Raised by a handler for an expected failure; the answer carries its message and details.
 
-    Example:
+    Examples:
         >>> def get_product(input, ctx):
         ...     raise ToolError(f"no product {input['sku']!r}; list_products shows the skus")
     """

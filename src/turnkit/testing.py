@@ -5,7 +5,7 @@ order, and records every call. It supports ``bind_tools``, ``invoke``/``ainvoke`
 with tool calls, and it fails loudly when called more often than scripted (``ScriptExhausted``) or
 when steps are left over (``assert_done``).
 
-Example:
+Examples:
     >>> model = ScriptedModel([
     ...     {"tool_calls": [{"name": "catalogue_list_products", "args": {"limit": 2}}]},
     ...     "There are two products.",

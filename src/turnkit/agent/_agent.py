@@ -6,7 +6,7 @@ an Agent re-created with the same storage and thread id — in another process, 
 continues it. Every turn runs the governed turn graph: tools listed per caller, arguments checked,
 results fitted, and writes that need a person wait until ``confirm``.
 
-Example:
+Examples:
     >>> from turnkit import Agent, tool
     >>> @tool(read_only=True)
     ... def get_weather(city: str) -> str:
@@ -211,7 +211,7 @@ class Agent:
             ValueError: ``stream_mode`` names no LangGraph stream mode.
             AgentBusy, AgentTimeout, ModelError: as ``prompt``, raised by the iteration.
 
-        Example:
+        Examples:
             >>> stream = agent.stream("Make our first product cheaper")  # doctest: +SKIP
             >>> [next(iter(update)) for update in stream]  # doctest: +SKIP
             ['list_tools', 'call_model', 'validate_args', 'execute', 'fit_results', '__interrupt__']

@@ -5,7 +5,7 @@ executor's JSON answer, so a held write shows up as ``confirmation_required`` an
 a person. In ``create_agent``, ``turnkit.TurnkitMiddleware`` governs the registry's tools instead:
 visible tools per caller, held writes asked in an interrupt and run once.
 
-Example:
+Examples:
     >>> tools = as_langchain_tools(executor, Caller.session("u_1"))  # doctest: +SKIP
     >>> agent = create_agent(model, tools)  # doctest: +SKIP
 """

@@ -79,7 +79,7 @@ def tool(
     ``preview``: a function taking the same arguments that says, without writing, what a held
     call would change (shown to the person deciding, never to the model).
 
-    Example:
+    Examples:
         >>> @tool(read_only=True)
         ... def get_weather(city: str) -> str:
         ...     "Get current weather conditions for a city."

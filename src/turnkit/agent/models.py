@@ -44,7 +44,7 @@ def resolve_model(model: Any, *, base_url: str | None = None, **options: Any) ->
         ModelError: ``model`` is neither a chat model nor a string, names a provider that is
             unknown or not installed, or is an OpenAI model with neither a key nor a base URL.
 
-    Example:
+    Examples:
         >>> resolve_model("openai:llama3", base_url="http://127.0.0.1:8000/v1")  # doctest: +SKIP
         ChatOpenAI(model_name='llama3', ...)
     """

@@ -32,7 +32,7 @@ def chat(
     Keeps nothing afterwards; writes that wait for a person are listed in ``Response.pending``
     (decide them with an ``Agent`` instead when you need to resume the turn).
 
-    Example:
+    Examples:
         >>> chat("Weather in Lisbon?", model=model, tools=[get_weather])  # doctest: +SKIP
     """
     history = [messages] if isinstance(messages, str) else list(messages)

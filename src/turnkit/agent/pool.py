@@ -13,7 +13,7 @@ __all__ = ["AgentPool"]
 class AgentPool:
     """Named agents: the same ``Agent`` for the same name, made once by its factory.
 
-    Example:
+    Examples:
         >>> pool = AgentPool()
         >>> pool.get("support:42", lambda: Agent(model, system="You help."))  # doctest: +SKIP
     """

@@ -11,7 +11,7 @@ Used by ``turnkit demo`` and by Studio (``langgraph dev``, see ``turnkit.demo.st
   write tools, and every write it makes waits for the person's confirmation.
 - ``scripted_demo_model()``: a **scripted**, rule-based model (no language model, no network).
 
-Example:
+Examples:
     >>> ex = demo_executor("/tmp/turnkit-demo/catalogue.sqlite")  # doctest: +SKIP
     >>> ex.execute(DEMO_CALLER, "catalogue.get_product", {"sku": "TEA-0001"})  # doctest: +SKIP
 """

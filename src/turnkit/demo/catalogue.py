@@ -39,7 +39,7 @@ _COLUMNS = "sku, name, category, price, stock"
 class Catalogue:
     """Module ``catalogue``: list, read, reprice and delete the products in a SQLite file.
 
-    Example:
+    Examples:
         >>> from turnkit import Registry
         >>> Registry([Catalogue("/tmp/turnkit-demo-doctest.sqlite")]).names()[:2]
         ['catalogue.list_products', 'catalogue.get_product']

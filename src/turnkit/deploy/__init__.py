@@ -9,7 +9,7 @@
   turnkit callers (``turnkit.deploy.auth``); the turn graph reads the authenticated user from the
   run's config and makes it a caller with ``caller_of_user`` (``turnkit.turn.server_user``).
 
-Example:
+Examples:
     >>> from turnkit.deploy import Deployment
     >>> deployment = Deployment.from_env({"TURNKIT_DATABASE_URL": "ledger.sqlite"})
     >>> graph = deployment.agraph  # nothing is opened until the server first calls it

@@ -56,7 +56,7 @@ SCRIPTED = "scripted"
 class DeployConfig:
     """What a deployment is built from; ``from_env()`` reads it from the environment.
 
-    Example:
+    Examples:
         >>> DeployConfig.from_env({"TURNKIT_DATABASE_URL": "ledger.sqlite"}).modules
         ()
     """

@@ -42,7 +42,7 @@ class Deployment:
     """What a LangGraph server serves: one executor, one model, one turn graph, built on first
     use from the functions given here (``from_env`` reads them from ``TURNKIT_*`` variables).
 
-    Example:
+    Examples:
         >>> from turnkit.demo import demo_executor, scripted_demo_model
         >>> deployment = Deployment(lambda: demo_executor("demo/catalogue.sqlite"),
         ...                         scripted_demo_model)

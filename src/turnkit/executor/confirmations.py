@@ -103,7 +103,7 @@ class Decision(BaseModel):
     Written as ``"approve"``, ``"reject"``, or an object: ``{"action": "approve"}``,
     ``{"action": "reject", "message": "why"}``, ``{"action": "edit", "arguments": {...}}``.
 
-    Example:
+    Examples:
         >>> Decision.edit({"prices": [{"sku": "TEA-0001", "price": 4.0}]}).action
         'edit'
         >>> Decision.of("reject")

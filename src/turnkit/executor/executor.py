@@ -59,7 +59,7 @@ def no_permissions(caller: Caller) -> frozenset[str]:
 class Executor:
     """Runs tools for callers, with rights checked now and writes held for a person.
 
-    Example:
+    Examples:
         >>> from turnkit import Registry, StaticPermissions
         >>> executor = Executor(Registry(), permissions=StaticPermissions())
         >>> executor.execute(Caller.public(), "shop.list_orders", {})["error"]["code"]

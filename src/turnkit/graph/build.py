@@ -137,7 +137,7 @@ def build_turn_graph(
         lease_ttl: on SQLite, how long a thread's lease outlives its holder when that dies
             (a running holder renews it). PostgreSQL frees a dead holder's lease at once.
 
-    Example:
+    Examples:
         >>> graph = build_turn_graph(executor, model, checkpointer=saver)  # doctest: +SKIP
         >>> graph.invoke({"messages": [("user", "list products")]},
         ...              {"configurable": {"thread_id": "t1"}},
@@ -189,7 +189,7 @@ def with_thread_leases(
     ``ledger``'s database and its checkpoint writes are fenced (docs/guides/postgres.md, "One
     writer per thread"). ``busy_timeout`` and ``lease_ttl`` as for ``build_turn_graph``.
 
-    Example:
+    Examples:
         >>> agent = with_thread_leases(  # doctest: +SKIP
         ...     create_agent(model, middleware=[TurnkitMiddleware(executor)], checkpointer=saver),
         ...     executor.ledger,

@@ -33,7 +33,7 @@ def open_ledger(url: str | os.PathLike[str]) -> Ledger:
     Raises:
         StorageError: ``url`` is none of the accepted forms, or names nothing that can be opened.
 
-    Example:
+    Examples:
         >>> open_ledger("/tmp/turnkit-doctest.sqlite")
         SqliteLedger('/tmp/turnkit-doctest.sqlite')
     """

@@ -102,7 +102,7 @@ class AuditRecord:
 class AuditQuery:
     """Which audit rows, in which order.
 
-    Example:
+    Examples:
         >>> AuditQuery(tool="shop.", status="error").where(None)
         ('tool >= ? AND tool < ? AND status = ?', ['shop.', 'shop/', 'error'])
     """
@@ -176,7 +176,7 @@ class AuditRows(ABC):
         Raises:
             ValueError: ``limit`` is outside 1 to ``MAX_PAGE``.
 
-        Example:
+        Examples:
             >>> from turnkit import MemoryLedger
             >>> ledger = MemoryLedger()
             >>> for at in (1.0, 2.0, 3.0):

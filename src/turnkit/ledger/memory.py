@@ -36,7 +36,7 @@ AUDIT_BATCH = 64
 class MemoryLedger(Ledger):
     """Confirmations, idempotency records, usage, settings and audit rows kept in memory.
 
-    Example:
+    Examples:
         >>> ledger = MemoryLedger()
         >>> ledger.set_setting("confirm_batch_over", 20)
         >>> ledger.settings()["confirm_batch_over"]

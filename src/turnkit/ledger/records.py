@@ -196,7 +196,7 @@ class Cursor:
 class Readable:
     """Which confirmations a reader may see: those held for it, and others' of some tools.
 
-    Example:
+    Examples:
         >>> Readable(identity="key:k1", others=None).sql()
         ('caller_identity = ?', ['key:k1'])
     """

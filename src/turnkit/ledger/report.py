@@ -131,7 +131,7 @@ def percentile(values: list[float], share: float) -> float | None:
     """The nearest-rank percentile of ``values`` (``share`` in 0..1): the smallest value that at
     least ``share`` of them do not exceed; None for no values.
 
-    Example:
+    Examples:
         >>> percentile([4.0, 1.0, 3.0, 2.0], 0.5), percentile([4.0, 1.0, 3.0, 2.0], 0.9)
         (2.0, 4.0)
     """
@@ -144,7 +144,7 @@ def percentile(values: list[float], share: float) -> float | None:
 def duration_text(seconds: float | None) -> str:
     """A wait as a person reads it: ``45s``, ``12m``, ``3.5h``, ``2.0d``; ``-`` for none.
 
-    Example:
+    Examples:
         >>> [duration_text(s) for s in (None, 45, 720, 12600, 172800)]
         ['-', '45s', '12m', '3.5h', '2.0d']
     """
@@ -226,7 +226,7 @@ def approval_report(
         tools: only those of these tools (a key's allow list).
         page: confirmations read per query.
 
-    Example:
+    Examples:
         >>> from turnkit.ledger import MemoryLedger
         >>> approval_report(MemoryLedger(), now=0.0)
         []

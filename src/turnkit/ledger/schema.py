@@ -181,7 +181,7 @@ def column_additions(columns_of: Callable[[str], Collection[str]]) -> list[str]:
     """The ``ALTER TABLE`` statements adding the ``ADDED_COLUMNS`` a ledger's tables lack;
     ``columns_of(table)`` names the columns ``table`` has now.
 
-    Example:
+    Examples:
         >>> made = {"module", "fingerprint", "thread_id", "reserved_units", "reserved_window",
         ...         "preview", "request", "caller_name", "approvals_needed", "separate_duties",
         ...         "trace_context", "trace_id"}

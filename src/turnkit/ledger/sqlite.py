@@ -30,7 +30,7 @@ __all__ = ["SqliteLedger", "create_private", "wal_mode"]
 class SqliteLedger(Ledger):
     """A ledger in the SQLite file at ``path`` (created with its tables when missing).
 
-    Example:
+    Examples:
         >>> ledger = SqliteLedger("/tmp/turnkit-doctest.sqlite")
         >>> ledger.set_setting("confirm_batch_over", 20)
         >>> ledger.settings()["confirm_batch_over"]

@@ -148,7 +148,7 @@ def shown(url: str) -> str:
     before an ``@`` (``scheme://user:pw@``, also in typos such as ``postgres:/u:pw@h``) and any
     ``password=``; the user stays, to tell which account a message is about.
 
-    Example:
+    Examples:
         >>> shown("postgresql://app:hunter2@db:5432/turnkit")
         'postgresql://app:***@db:5432/turnkit'
         >>> shown("postgresql://app@db/turnkit?password=hunter2")

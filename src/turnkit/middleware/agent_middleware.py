@@ -54,7 +54,7 @@ ToolResult = ToolMessage | Command[Any]
 class TurnkitMiddleware(AgentMiddleware):
     """Governs a ``create_agent`` agent's tool calls with turnkit's executor.
 
-    Example:
+    Examples:
         >>> from langchain.agents import create_agent  # doctest: +SKIP
         >>> agent = create_agent(model, middleware=[TurnkitMiddleware(executor)],
         ...                      checkpointer=InMemorySaver())  # doctest: +SKIP

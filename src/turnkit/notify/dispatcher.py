@@ -75,7 +75,7 @@ class Dispatcher:
             answer; an SMTP server's each step).
         concurrency: rows claimed, and sent at once, per round.
 
-    Example:
+    Examples:
         >>> from turnkit import MemoryLedger
         >>> Dispatcher(MemoryLedger(), public_url="http://127.0.0.1:8080").run_once()
         Round(claimed=0, sent=0, retried=0, dead=0, late=0)

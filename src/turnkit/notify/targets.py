@@ -126,7 +126,7 @@ def add_target(
     Raises:
         TargetProblems: its settings are wrong, or a target of that name exists.
 
-    Example:
+    Examples:
         >>> from turnkit import MemoryLedger
         >>> hook = add_target(MemoryLedger(), "ops", "webhook",
         ...                   {"url": "https://example.com/hooks"}, events=["held"], now=0)

@@ -39,7 +39,7 @@ def capture_content() -> bool:
 def content_text(value: Any) -> str:
     """``value`` as the JSON a span carries, cut to ``CONTENT_CHARS``.
 
-    Example:
+    Examples:
         >>> content_text({"sku": "A-1", "price": 12})
         '{"sku":"A-1","price":12}'
     """

@@ -97,7 +97,7 @@ class JsonFormatter(logging.Formatter):
     """Each record as one line of JSON: ``time``, ``level``, ``logger``, ``message`` and, for
     turnkit's call and decision lines, their fields.
 
-    Example:
+    Examples:
         >>> record = logging.LogRecord("turnkit.calls", logging.INFO, "", 0, "hi", None, None)
         >>> record.created, record.msecs = 0.0, 0.0
         >>> JsonFormatter().format(record)[:60]

@@ -63,7 +63,7 @@ class PrometheusSink:
         RuntimeError: ``PROMETHEUS_MULTIPROC_DIR`` was set after ``prometheus_client`` was
             imported in this process, so its counts would not reach the folder.
 
-    Example:
+    Examples:
         >>> from prometheus_client import generate_latest
         >>> sink = PrometheusSink(pending=lambda: 2)
         >>> sink.call("shop.list_products", "ok", "key", 0.004, None)

@@ -91,7 +91,7 @@ class Plan:
 def plan_export(environ: Mapping[str, str] | None = None) -> Plan:
     """What ``environ`` (default ``os.environ``) asks for; no SDK is imported.
 
-    Example:
+    Examples:
         >>> plan_export({}).exports
         False
         >>> plan_export({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}).traces
@@ -229,8 +229,8 @@ def configure_sdk() -> Sdk | None:
     When the environment asks for export that cannot happen (the ``[otel]`` extra missing, an
     exporter turnkit does not set up), one warning line says why and None is returned.
 
-    Example:
-        In an application's start (``turnkit serve`` does this in every worker)::
+    Examples:
+        In an application's start (``turnkit serve`` does this in every worker):
 
             sdk = configure_sdk()  # OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318
             ...

@@ -170,7 +170,7 @@ def traceparent(span: Span) -> str | None:
     """``span``'s W3C ``traceparent`` (``00-<trace>-<span>-<flags>``); None for an invalid
     span (no SDK, nothing traced).
 
-    Example:
+    Examples:
         >>> traceparent(trace.INVALID_SPAN) is None
         True
     """
@@ -183,7 +183,7 @@ def traceparent(span: Span) -> str | None:
 def context_of(stored: str | None) -> SpanContext | None:
     """The span context a stored ``traceparent`` names (remote); None when it names none.
 
-    Example:
+    Examples:
         >>> context_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").span_id
         13235353014750950193
         >>> context_of("garbage") is None

@@ -39,7 +39,7 @@ PermissionProvider: TypeAlias = Callable[["Caller"], Iterable[str] | Awaitable[I
 class Caller:
     """The party a tool call is made for. Build one with ``session``, ``key`` or ``public``.
 
-    Example:
+    Examples:
         >>> Caller.key("k_123", user_id="u_1", scopes={"catalogue.products:read"}).identity
         'key:k_123'
     """
@@ -124,7 +124,7 @@ class StaticPermissions:
     Useful for tests, the demo and scripts; an application usually passes a function that asks its
     own role store. Revoking takes effect on the next call, including confirmed writes.
 
-    Example:
+    Examples:
         >>> rights = StaticPermissions({"u_1": {"catalogue.view"}})
         >>> rights.revoke("u_1", "catalogue.view")
         >>> rights(Caller.session("u_1"))

@@ -35,7 +35,7 @@ _MAX_DEPTH = 4
 def fingerprint(tool: Tool) -> str:
     """The fingerprint of ``tool``'s declaration: 32 hex digits of a SHA-256.
 
-    Example:
+    Examples:
         >>> tool = Tool(name="notes.set_note", permission="notes.write", scope="notes.notes:write",
         ...             handler="json:dumps", module="notes")
         >>> len(fingerprint(tool)), fingerprint(tool) == fingerprint(tool)
@@ -57,7 +57,7 @@ def handler_ref(handler: object, depth: int = 0) -> str:
     """Where ``handler`` lives, as ``package.module:qualified.name``; for a wrapper (a partial, a
     bound method, a decorated or closure-made function) also what it wraps, in brackets.
 
-    Example:
+    Examples:
         >>> import json
         >>> handler_ref(json.dumps)
         'json:dumps'

@@ -41,7 +41,7 @@ def json_problem(
     ``None``, an ``int`` within ``INT_MIN``..``INT_MAX`` and a finite ``float``, nested at most
     ``max_depth`` levels. ``other`` judges any other object (None: it is not JSON data).
 
-    Example:
+    Examples:
         >>> json_problem({"limit": 10**30})[:33]
         'at /limit: the integer 1000000000'
         >>> json_problem({"a": [1, 2.5, None, "x"]}) is None

@@ -32,7 +32,7 @@ def is_model_name(name: object) -> bool:
 def model_name(registry_name: str) -> str | None:
     """The model name of ``registry_name`` (dots become underscores), or None when it is invalid.
 
-    Example:
+    Examples:
         >>> model_name("catalogue.list_products")
         'catalogue_list_products'
     """
@@ -46,7 +46,7 @@ def model_name(registry_name: str) -> str | None:
 def model_names(items: Iterable[T], name_of: Callable[[T], str]) -> dict[str, T]:
     """Map model names to ``items`` in order: invalid names left out, the first of a clash wins.
 
-    Example:
+    Examples:
         >>> model_names(["a.b_c", "a_b.c", "x" * 70 + ".y_z"], name_of=str)
         {'a_b_c': 'a.b_c'}
     """

@@ -11,7 +11,7 @@ __all__ = ["pointer", "segment"]
 def segment(key: object) -> str:
     """One reference token: ``~`` and ``/`` escaped.
 
-    Example:
+    Examples:
         >>> segment("a/b~c")
         'a~1b~0c'
     """
@@ -21,7 +21,7 @@ def segment(key: object) -> str:
 def pointer(parts: Iterable[object]) -> str:
     """The pointer of the path ``parts`` (``""`` for the whole value).
 
-    Example:
+    Examples:
         >>> pointer(["prices", 0, "price"])
         '/prices/0/price'
     """

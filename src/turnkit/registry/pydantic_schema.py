@@ -27,7 +27,7 @@ def is_model_class(value: object) -> bool:
 def schema_from_model(model: type[BaseModel]) -> JSON:
     """The JSON Schema of ``model``'s input, rewritten into the subset where possible.
 
-    Example:
+    Examples:
         >>> from pydantic import BaseModel
         >>> class Price(BaseModel):
         ...     sku: str

@@ -57,7 +57,7 @@ class ModuleWarning:
 class Registry:
     """The tools of the given modules, plus turnkit's own ``system.*`` tools.
 
-    Example:
+    Examples:
         >>> class Shop:
         ...     key = "shop"
         ...     def api_tools(self):

@@ -98,7 +98,7 @@ def check_schema(schema: object) -> list[Problem]:
     An empty list means the schema is accepted. The answer is remembered per distinct schema in a
     bounded cache, so checking the same declaration again costs a dictionary lookup.
 
-    Example:
+    Examples:
         >>> check_schema({"type": "object", "anyOf": []})  # doctest: +ELLIPSIS
         [('/anyOf', "keyword 'anyOf' is not supported; ...")]
     """
@@ -219,7 +219,7 @@ def validate(schema: Mapping[str, Any] | CompiledSchema, value: object) -> list[
     The compiled validator is found by the schema object's identity first (no re-serialisation on
     the hot path), then by its content. Treat a schema as frozen once it has been validated against.
 
-    Example:
+    Examples:
         >>> validate({"type": "object", "required": ["sku"]}, {})
         [Violation(path='', message='"sku" is a required property')]
     """

@@ -32,7 +32,7 @@ class Quorum:
     distinct approvers, and with ``separate_duties`` never the person whose call it is.
     Truthy, like the True it stands for; it raises what the tool declares, never lowers it.
 
-    Example:
+    Examples:
         >>> big = lambda input, ctx: Quorum(2, separate_duties=True) if input["n"] > 9 else False
         >>> bool(big({"n": 10}, None)), big({"n": 10}, None).approvals
         (True, 2)
@@ -91,7 +91,7 @@ class Tool:
     Building a ``Tool`` fills in the defaults and checks every rule; all problems are reported at
     once in one ``ToolDeclarationError``. ``Tool.build`` is the non-raising twin.
 
-    Example:
+    Examples:
         >>> tool = Tool(
         ...     name="catalogue.list_products",
         ...     scope="catalogue.products:read",

@@ -72,7 +72,7 @@ def create_app(
     Raises:
         ValueError: ``inbox_idle_timeout`` is not a positive number of seconds.
 
-    Example:
+    Examples:
         >>> from turnkit import Registry
         >>> app = create_app(Executor(Registry()), mcp_path=None)
         >>> sorted(path for path in app.openapi()["paths"] if path.startswith("/v1/tools"))

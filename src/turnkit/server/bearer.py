@@ -32,7 +32,7 @@ async def usable_key(keys: ApiKeys, secret: str, now: float) -> ApiKey | str:
 def challenge(description: str) -> str:
     """The ``WWW-Authenticate`` value refusing a bearer because of ``description``.
 
-    Example:
+    Examples:
         >>> challenge('the key key_1 "expired"')
         'Bearer error="invalid_token", error_description="the key key_1 ?expired?"'
     """

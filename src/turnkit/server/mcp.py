@@ -171,7 +171,7 @@ def mcp_app(
     a key in ``keys`` that is neither revoked nor expired, checked when it arrives; otherwise it
     is answered 421/403 or 401, saying why.
 
-    Example:
+    Examples:
         >>> from turnkit import Registry
         >>> executor = Executor(Registry())
         >>> app, lifespan = mcp_app(executor, executor.ledger.keys)

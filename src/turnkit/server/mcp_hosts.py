@@ -38,7 +38,7 @@ def transport_security(
 ) -> TransportSecuritySettings:
     """The SDK's settings allowing the loopback hosts and origins and ``hosts`` and ``origins``.
 
-    Example:
+    Examples:
         >>> settings = transport_security(["tools.example.com"], ["https://app.example.com"])
         >>> "tools.example.com:*" in settings.allowed_hosts
         True
@@ -64,7 +64,7 @@ def listening_host(bind: str) -> str | None:
     """The ``Host`` name clients use for a server listening on ``bind``; None for a wildcard
     address (``0.0.0.0``, ``::``), which names no host.
 
-    Example:
+    Examples:
         >>> listening_host("::1"), listening_host("10.0.0.5"), listening_host("0.0.0.0")
         ('[::1]', '10.0.0.5', None)
     """

@@ -6,7 +6,7 @@ checkpointer's migrations are run for you, once, under an advisory lock). ``open
 the sync savers (``invoke``/``stream``); ``open_async_storage`` the async ones (``ainvoke``/
 ``astream``), opened without blocking the event loop.
 
-Example:
+Examples:
     >>> from turnkit.storage import open_storage
     >>> with open_storage("/tmp/turnkit-doctest-storage.sqlite") as storage:
     ...     type(storage.checkpointer).__name__, type(storage.ledger).__name__
@@ -37,7 +37,7 @@ __all__ = ["AsyncStorage", "OpeningAsyncStorage", "Storage", "open_async_storage
 class Storage:
     """A checkpointer and a ledger on one database; ``close()`` (or ``with``) releases both.
 
-    Example:
+    Examples:
         >>> with open_storage("/tmp/turnkit-doctest-storage.sqlite") as storage:  # doctest: +SKIP
         ...     executor = Executor(registry, ledger=storage.ledger)
         ...     graph = build_turn_graph(executor, model, checkpointer=storage.checkpointer)
@@ -115,7 +115,7 @@ def open_storage(url: str | os.PathLike[str]) -> Storage:
             names it and says what to do. (A ``TurnkitError`` and a ``ValueError``.)
         ImportError: a PostgreSQL URL without the ``postgres`` extra installed.
 
-    Example:
+    Examples:
         >>> storage = open_storage("sqlite:////tmp/turnkit-doctest-storage.sqlite")
         >>> storage
         Storage('sqlite:////tmp/turnkit-doctest-storage.sqlite')
@@ -141,7 +141,7 @@ def open_async_storage(url: str | os.PathLike[str]) -> OpeningAsyncStorage:
         An awaitable giving an ``AsyncStorage`` (close it with ``aclose()``), which is also an
         async context manager that closes it on exit.
 
-    Example:
+    Examples:
         >>> async def main():  # doctest: +SKIP
         ...     async with open_async_storage("turnkit.sqlite") as storage:
         ...         graph = build_turn_graph(executor, model, checkpointer=storage.checkpointer)

@@ -19,7 +19,7 @@ __all__ = ["TurnContext"]
 class TurnContext:
     """The caller of a turn and what their key allows.
 
-    Example:
+    Examples:
         >>> from turnkit import Caller
         >>> TurnContext(caller=Caller.session("u_1")).allow
         'all'

@@ -70,7 +70,7 @@ def caller_of_user(user: Any) -> tuple[Caller, Allow] | None:
         CallerError: the user has no usable identity, or a ``turnkit_key`` field that is not a
             key (a bug in the application's auth handler: refused, never read as a session).
 
-    Example:
+    Examples:
         >>> caller_of_user({"identity": "alice"})
         (Caller(kind='session', user_id='alice', key_id=None, scopes=frozenset(), client_id=None), 'all')
     """  # noqa: E501  (a doctest's output line)

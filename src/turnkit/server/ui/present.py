@@ -129,7 +129,7 @@ def has_hidden(text: str) -> bool:
 def marked(text: object) -> Markup:
     """``text`` as HTML, escaped, each ``HIDDEN`` character replaced by a visible marker.
 
-    Example:
+    Examples:
         >>> str(marked("a\u202eb<"))
         'a<span class="hidden-char" title="RIGHT-TO-LEFT OVERRIDE">⟨U+202E⟩</span>b&lt;'
     """
@@ -215,7 +215,7 @@ _UNITS = ((90 * 60, 60, "minute"), (36 * 3600, 3600, "hour"), (float("inf"), 864
 def ago(at: float, now: float) -> str:
     """How long before (or after) ``now`` the moment ``at`` is, as a person says it.
 
-    Example:
+    Examples:
         >>> ago(1000.0, 1300.0), ago(1000.0, 1010.0), ago(1000.0, 820.0), ago(0.0, 200000.0)
         ('5 minutes ago', 'just now', 'in 3 minutes', '2 days ago')
     """
