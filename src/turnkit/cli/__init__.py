@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from turnkit.cli import audit, confirmations, keys, ledger, notify, report, serve, settings
 from turnkit.cli.options import (
+    HELP_MARKUP,
     USAGE,
     Act,
     Catalogue,
@@ -27,8 +28,8 @@ from turnkit.cli.options import (
     Demo,
     EntryPoints,
     Grants,
+    GrantsOrPermissions,
     Modules,
-    Permissions,
     User,
     console,
     friendly,
@@ -44,6 +45,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 
@@ -94,7 +96,7 @@ def chat(
     catalogue: Catalogue = None,
     user: User = "demo",
     grant: Grants = None,
-    permissions: Permissions = None,
+    permissions: GrantsOrPermissions = None,
     act: Act = None,
 ) -> None:
     """Chat in the terminal; held writes are shown with their arguments and decided here."""
@@ -152,7 +154,7 @@ def tools(
     demo: Demo = False,
     catalogue: Catalogue = None,
     grant: Grants = None,
-    permissions: Permissions = None,
+    permissions: GrantsOrPermissions = None,
     act: Act = None,
 ) -> None:
     """The tools a caller may see now, and which of them wait for a confirmation; with none,

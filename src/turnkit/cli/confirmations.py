@@ -23,6 +23,7 @@ from turnkit.cli import bulk, render
 from turnkit.cli.deciding import cannot_approve, decide_one, waiting
 from turnkit.cli.options import (
     ALREADY_DECIDED,
+    HELP_MARKUP,
     REFUSED,
     USAGE,
     Act,
@@ -42,7 +43,11 @@ from turnkit.cli.telemetry import export_this_command
 from turnkit.executor.answers import Refused
 from turnkit.ledger import Confirmation
 
-app = typer.Typer(help="List and decide writes that wait for a person.", no_args_is_help=True)
+app = typer.Typer(
+    help="List and decide writes that wait for a person.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+)
 
 Decider = Annotated[
     str,

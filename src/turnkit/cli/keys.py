@@ -20,6 +20,8 @@ from rich.table import Table
 
 from turnkit.cli.key_checks import UNCHECKED, key_warnings
 from turnkit.cli.options import (
+    HELP_MARKUP,
+    PERIODS,
     USAGE,
     Db,
     Demo,
@@ -34,7 +36,9 @@ from turnkit.cli.session import registry_of
 from turnkit.ledger.records import iso
 from turnkit.registry.tool import Tool
 
-app = typer.Typer(help="API keys for REST and MCP callers.", no_args_is_help=True)
+app = typer.Typer(
+    help="API keys for REST and MCP callers.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 
 Json = Annotated[bool, typer.Option("--json", help="JSON, for scripts.")]
 
@@ -51,7 +55,10 @@ def create(
         typer.Option(help="The only tools the key may use, by name (repeatable); default: all."),
     ] = None,
     expires_in: Annotated[
-        str | None, typer.Option(help="How long the key works: 90m, 12h, 30d, 2w; default never.")
+        str | None,
+        typer.Option(
+            help=f"How long the key works, a number and a unit: {PERIODS}; default never."
+        ),
     ] = None,
     name: Annotated[
         str | None,
@@ -175,7 +182,7 @@ def _seconds(text: str) -> float:
     if seconds is None:
         console.print(
             f"[red]--expires-in {text!r} is not a duration[/]: give a whole number and a unit,"
-            " e.g. 90m, 12h, 30d or 2w"
+            f" one of {PERIODS}"
         )
         raise typer.Exit(USAGE)
     return seconds

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import USAGE, Db, console, records
+from turnkit.cli.options import HELP_MARKUP, USAGE, Db, console, records
 from turnkit.notify import (
     EVENTS,
     INCLUDES,
@@ -30,6 +30,7 @@ from turnkit.notify import (
 app = typer.Typer(
     help="Notifications: webhooks, Slack and email when writes are held, decided, expired or ran.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 PublicUrl = Annotated[

@@ -67,9 +67,23 @@ Permissions = Annotated[
     typer.Option(
         "--permissions",
         help="Your application's permission provider as package.module:provider, a function"
+        " (caller) -> permissions; default: nobody holds one (with --demo, the demo user holds"
+        " the demo's).",
+    ),
+]
+GrantsOrPermissions = Annotated[
+    str | None,
+    typer.Option(
+        "--permissions",
+        help="Your application's permission provider as package.module:provider, a function"
         " (caller) -> permissions; default: --grant (and, with --demo, the demo user's).",
     ),
 ]
+"""``--permissions`` of a command that also takes ``--grant`` (its help names it)."""
+HELP_MARKUP = None
+"""Every ``typer.Typer`` here takes ``rich_markup_mode=HELP_MARKUP``: click's plain help, which
+reflows each paragraph of a docstring to the terminal (Typer's rich help keeps the source's line
+breaks in the command list) and prints no ``<bool>`` beside a flag (``tests/test_cli_help.py``)."""
 Act = Annotated[
     list[str] | None,
     typer.Option(
@@ -152,7 +166,10 @@ def records(db: str | None) -> Session:
 PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 """The units a period takes (``--expires-in``, ``--since``): ``90s``, ``30m``, ``12h``, ``7d``,
 ``2w``."""
-_PERIOD = re.compile(r"\s*(\d{1,6})\s*([smhdw])\s*")
+PERIODS = ", ".join(f"{n}{unit}" for n, unit in zip((90, 30, 12, 7, 2), PERIOD_UNITS, strict=True))
+"""One example of each unit of ``PERIOD_UNITS``, for help texts and messages, so that the units a
+help names are the units the parser takes: ``90s, 30m, 12h, 7d, 2w``."""
+_PERIOD = re.compile(rf"\s*(\d{{1,6}})\s*([{''.join(PERIOD_UNITS)}])\s*")
 
 
 def period_seconds(text: str) -> int | None:
