@@ -38,6 +38,8 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.cli.session import SCRIPTED
+from turnkit.errors import StorageError
+from turnkit.ledger.urls import pooler_problem
 
 app = typer.Typer(
     name="turnkit",
@@ -250,6 +252,10 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("TURNKIT_DEBUG"):
             raise
+        told = exc if isinstance(exc, StorageError) else pooler_problem(None, exc)
+        if told is not None:  # the --db URL, say a pooler it does not mention: the person's fix
+            console.print(f"[red]{escape(str(told))}[/]")
+            sys.exit(USAGE)
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         console.print(f"[red]turnkit stopped: {escape(reason)}[/]")
         console.print("[dim]TURNKIT_DEBUG=1 shows the traceback[/]")
