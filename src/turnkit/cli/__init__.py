@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from turnkit.cli import audit, confirmations, keys, ledger, notify, report, serve, settings
 from turnkit.cli.options import (
+    FAILED,
     HELP_MARKUP,
     USAGE,
     Act,
@@ -259,7 +260,7 @@ def main() -> None:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         console.print(f"[red]turnkit stopped: {escape(reason)}[/]")
         console.print("[dim]TURNKIT_DEBUG=1 shows the traceback[/]")
-        sys.exit(1)
+        sys.exit(FAILED)
 
 
 __all__ = ["USAGE", "app", "main"]

@@ -24,7 +24,6 @@ from turnkit.cli.deciding import cannot_approve, decide_one, waiting
 from turnkit.cli.options import (
     ALREADY_DECIDED,
     HELP_MARKUP,
-    REFUSED,
     USAGE,
     Act,
     Catalogue,
@@ -33,6 +32,7 @@ from turnkit.cli.options import (
     EntryPoints,
     Modules,
     Permissions,
+    answer_status,
     console,
     friendly,
     records,
@@ -287,9 +287,12 @@ def _decide(
             after = opened.executor.confirmation(held.id)
             still = after is not None and after.status == "pending"
             console.print(
-                "[yellow]it is still pending[/]" if still else "[dim]it is closed: nothing ran[/]"
+                f"[yellow]it is still pending[/]: do what the line above says, then decide again"
+                f" (`turnkit confirmations show {held.id[:8]}` shows who asked)"
+                if still
+                else "[dim]it is closed: nothing ran[/]"
             )
-            raise typer.Exit(REFUSED)
+            raise typer.Exit(answer_status(answer.code))
     finally:
         opened.close()
 

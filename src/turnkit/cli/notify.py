@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import HELP_MARKUP, USAGE, Db, console, records
+from turnkit.cli.options import FAILED, HELP_MARKUP, USAGE, Db, console, records
 from turnkit.notify import (
     EVENTS,
     INCLUDES,
@@ -174,7 +174,7 @@ def ping(
         console.print(f"{escape(name)} answered: {escape(answered.detail)}")
         return
     console.print(f"[red]{escape(name)} did not take it[/]: {escape(answered.detail)}")
-    raise typer.Exit(1)
+    raise typer.Exit(FAILED)
 
 
 @app.command()
