@@ -2,7 +2,8 @@
 
 Thin wiring only: options become a session (``session.py``); turns are run and shown by
 ``chat.py`` and ``render.py``; ``confirmations``, ``settings``, ``keys``, ``ledger``, ``notify``
-and ``report`` are sub-commands of their own; ``audit`` reads the audit (``audit.py``).
+and ``report`` are sub-commands of their own; ``audit`` reads the audit (``audit.py``), ``threads``
+lists the conversation threads (``threads.py``).
 A person's mistake is told in one or two lines (``options.friendly``), never as a traceback.
 """
 
@@ -18,7 +19,17 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from turnkit.cli import audit, confirmations, keys, ledger, notify, report, serve, settings
+from turnkit.cli import (
+    audit,
+    confirmations,
+    keys,
+    ledger,
+    notify,
+    report,
+    serve,
+    settings,
+    threads,
+)
 from turnkit.cli.options import (
     FAILED,
     HELP_MARKUP,
@@ -80,6 +91,7 @@ app.add_typer(report.app, name="report")
 app.add_typer(notify.app, name="notify")
 app.command()(serve.serve)
 app.command()(audit.audit)
+app.command()(threads.threads)
 
 
 @app.command()
