@@ -104,8 +104,8 @@ def create(
 
 @app.command("list")
 def list_(db: Db = None, as_json: Json = False) -> None:
-    """Every key: id, name, owner, scopes, allowed tools, expiry, revocation (never a
-    secret)."""
+    """Every key: id, name, owner, scopes, allowed tools, when it was made and last used (to
+    within a minute), expiry, revocation (never a secret)."""
     opened = records(db)
     try:
         found = opened.storage.ledger.keys.list()
@@ -119,7 +119,8 @@ def list_(db: Db = None, as_json: Json = False) -> None:
         return
     now = time.time()
     table = Table(title="keys", title_justify="left")
-    for column in ("id", "name", "user", "scopes", "allow", "expires", "status"):
+    columns = ("id", "name", "user", "scopes", "allow", "created", "last used", "expires", "status")
+    for column in columns:
         table.add_column(column, no_wrap=column == "id", overflow="fold")
     for key in found:
         table.add_row(
@@ -128,6 +129,8 @@ def list_(db: Db = None, as_json: Json = False) -> None:
             key.user_id,
             " ".join(sorted(key.scopes)) or "-",
             "all" if key.allow is None else " ".join(sorted(key.allow)),
+            iso(key.created_at),
+            "never" if key.last_used_at is None else iso(key.last_used_at),
             "never" if key.expires_at is None else iso(key.expires_at),
             "active" if key.refused(now) is None else ("revoked" if key.revoked_at else "expired"),
         )
