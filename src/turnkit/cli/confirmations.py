@@ -23,6 +23,7 @@ from turnkit.cli import bulk, render
 from turnkit.cli.deciding import cannot_approve, decide_one, waiting
 from turnkit.cli.options import (
     ALREADY_DECIDED,
+    FAILED,
     HELP_MARKUP,
     USAGE,
     Act,
@@ -286,13 +287,20 @@ def _decide(
         if isinstance(answer, Refused):
             after = opened.executor.confirmation(held.id)
             still = after is not None and after.status == "pending"
-            console.print(
-                f"[yellow]it is still pending[/]: do what the line above says, then decide again"
-                f" (`turnkit confirmations show {held.id[:8]}` shows who asked)"
-                if still
-                else "[dim]it is closed: nothing ran[/]"
-            )
-            raise typer.Exit(answer_status(answer.code))
+            status = answer_status(answer.code)
+            if still:
+                console.print(
+                    "[yellow]it is still pending[/]: do what the line above says, then decide"
+                    f" again (`turnkit confirmations show {held.id[:8]}` shows who asked)"
+                )
+            elif status == FAILED:  # it ran (or may have): never again, whoever decides
+                console.print(
+                    "[red]it is closed: the write was tried and failed[/]"
+                    f" (`turnkit confirmations show {held.id[:8]}` shows its outcome)"
+                )
+            else:
+                console.print("[dim]it is closed: nothing ran[/]")
+            raise typer.Exit(status)
     finally:
         opened.close()
 
