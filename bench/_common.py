@@ -208,6 +208,21 @@ def row(
     return found
 
 
+RATIO_DIGITS = 2
+"""The decimals a ratio is printed with (``3.00x``): a target on a ratio is judged on that."""
+
+
+def ratio_at_least(ratio: float, target: float) -> bool:
+    """Whether ``ratio`` meets ``target`` as the table prints it: ``2.996`` is shown ``3.00x``
+    and meets 3, ``2.994`` is shown ``2.99x`` and does not — never ``3.00x`` beside a NO.
+
+    Example:
+        >>> ratio_at_least(2.996, 3.0), ratio_at_least(2.994, 3.0)
+        (True, False)
+    """
+    return round(ratio, RATIO_DIGITS) >= target
+
+
 def _number(value: float) -> str:
     if value >= 100:
         return f"{value:,.0f}"
@@ -225,7 +240,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             r["case"],
             _number(r["value"]),
             r["unit"],
-            "" if r.get("ratio") is None else f"{r['ratio']:.2f}x",
+            "" if r.get("ratio") is None else f"{r['ratio']:.{RATIO_DIGITS}f}x",
             r.get("target") or "",
             "" if r.get("met") is None else ("yes" if r["met"] else "NO"),
         )

@@ -45,3 +45,17 @@ not_a_provider = 42
 def broken() -> None:
     """A module factory that fails."""
     raise RuntimeError("the shop's database is down")
+
+
+MODELS: list = []
+"""The models ``words_only_model`` made in this process, to read what they were offered."""
+
+
+def words_only_model():
+    """A scripted model (``TURNKIT_MODEL_FACTORY=_deploy_app:words_only_model``) that answers
+    in words once."""
+    from turnkit.testing import ScriptedModel
+
+    made = ScriptedModel(["Hello in words."])
+    MODELS.append(made)
+    return made

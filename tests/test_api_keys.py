@@ -85,3 +85,30 @@ def test_every_key_is_listed_oldest_first_without_secrets(keys):
     made = [keys.create(user, set(), now=at)[0] for user, at in (("b", 2.0), ("a", 1.0))]
     assert keys.list() == [made[1], made[0]]
     assert "secret" not in str(keys.list()[0].as_dict())
+
+
+def test_a_keys_last_use_is_written_at_most_once_a_minute_not_per_request(keys):
+    key, secret = keys.create("alice", {"shop.products:read"}, now=1_000.0)
+    writes: list[str] = []
+    run = keys.ledger._run
+
+    def counted(sql, params=()):
+        writes.append(sql)
+        return run(sql, params)
+
+    keys.ledger._run = counted  # every write of the key store goes through _run
+    try:
+        for second in range(100):  # a busy key: a request a second for 100 s
+            keys.by_secret(secret, now=2_000.0 + second)
+    finally:
+        keys.ledger._run = run
+    assert len(writes) == 2  # at 2000 and at 2060: once per KEY_TOUCH, not per request
+    assert keys.get(key.id).last_used_at == 2_060.0
+    assert keys.list()[0].as_dict()["last_used_at"] == "1970-01-01T00:34:20Z"
+
+
+def test_a_refused_key_is_not_recorded_as_used(keys):
+    key, secret = keys.create("alice", {"shop.products:read"}, now=1_000.0)
+    keys.revoke(key.id, now=1_500.0)
+    assert keys.by_secret(secret, now=2_000.0) is not None  # found, to be refused by its caller
+    assert keys.get(key.id).last_used_at is None

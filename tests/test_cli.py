@@ -290,7 +290,7 @@ def test_approving_with_the_provider_runs_the_write_once(app):
 def test_a_decider_without_the_right_to_decide_is_refused_and_it_stays_pending(app):
     cid = app.hold()
     done = app.decide("approve", cid, "--as", "bob", *PROVIDER)
-    assert done.returncode == 1
+    assert done.returncode == 2, done.stdout  # refused: a rule said no
     assert "forbidden" in done.stdout
     assert "still pending" in done.stdout
     assert app.status(cid) == "pending"
@@ -300,11 +300,21 @@ def test_a_decider_without_the_right_to_decide_is_refused_and_it_stays_pending(a
     assert len(app.writes()) == 1  # it ran as alice, on root's decision
 
 
+def test_an_approved_write_that_runs_and_fails_exits_1_a_failure_not_a_refusal(app):
+    cid = app.hold()
+    (app.folder / "writes.log").mkdir()  # the shop's write fails: its log is a folder
+    done = app.decide("approve", cid, "--as", "alice", *PROVIDER)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "internal_error" in done.stdout
+    assert "it is closed: the write was tried and failed" in flat(done.stdout)
+    assert "Traceback" not in done.stdout  # the tool's own exception is logged, on stderr
+
+
 def test_rights_revoked_while_waiting_close_the_confirmation_with_the_reason(app):
     cid = app.hold()
     app.grant("alice", "shop.view")  # shop.manage revoked
     done = app.decide("approve", cid, "--as", "alice", *PROVIDER)
-    assert done.returncode == 1
+    assert done.returncode == 2, done.stdout  # refused: the rights are gone
     assert "forbidden" in done.stdout
     assert "shop.manage" in done.stdout
     assert "closed: nothing ran" in flat(done.stdout)

@@ -19,7 +19,7 @@ import pytest
 
 import _review_app
 from _shop import prices
-from test_cli import TURNKIT, env, flat
+from test_cli import TURNKIT, UUID, env, flat
 from turnkit import Caller, Confirmation, Executor, Registry, StaticPermissions, open_ledger
 from turnkit.ledger.records import Preview
 
@@ -181,3 +181,21 @@ def test_show_of_writes_held_by_the_executor_has_their_preview_or_why_not(tmp_pa
     assert "approvals 0 of 2; the caller may not approve it (separate duties)" in flat(out)
     out = flat(show(db, tmp_path, dropped["confirmation_id"]).stdout)
     assert "preview unavailable: it failed: LookupError: the catalogue is offline" in out
+
+
+@pytest.mark.parametrize("columns", ["160", "60"])  # the table, or one block per confirmation
+def test_show_takes_the_id_list_prints(tmp_path, columns):
+    db = str(tmp_path / "ledger.sqlite")
+    ledger = open_ledger(db)
+    try:
+        cid = stored(ledger)
+    finally:
+        ledger.close()
+    listed = subprocess.run([TURNKIT, "confirmations", "list", "--db", db], cwd=tmp_path,
+                            env=env() | {"COLUMNS": columns}, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    (printed,) = UUID.findall(listed.stdout)
+    assert printed == cid
+    done = show(db, tmp_path, printed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{cid} · pending" in done.stdout

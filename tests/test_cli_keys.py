@@ -49,9 +49,12 @@ def test_a_key_is_created_listed_and_revoked_and_its_secret_shown_once(ledger_ur
     assert "active" in listed.stdout
     assert secret not in listed.stdout
     assert secret[3:20] not in listed.stdout
+    assert "last used" in listed.stdout
     (row,) = json.loads(keys("list", "--json", db=ledger_url, cwd=tmp_path).stdout)
     assert row["id"] == key.id
     assert "secret" not in row
+    assert row["created_at"].endswith("Z")
+    assert row["last_used_at"].endswith("Z")  # by_secret above was a use of the key
 
     revoked = keys("revoke", key.id, db=ledger_url, cwd=tmp_path)
     assert revoked.returncode == 0

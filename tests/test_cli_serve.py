@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +152,21 @@ def test_the_api_docs_are_served_when_asked_and_the_banner_says_where(serving, t
     (log,) = tmp_path.glob("serve-*.log")
     assert f"docs {served}/docs" in " ".join(log.read_text().split())
     assert httpx.get(f"{served}/docs").status_code == 200
+
+
+def test_a_port_in_use_is_told_in_a_line_naming_port_before_the_banner(tmp_path):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        demo = ["--demo", "--db", str(tmp_path / "t.sqlite"), "--catalogue",
+                str(tmp_path / "catalogue.sqlite")]  # fmt: skip
+        done = turnkit("serve", *demo, "--port", str(port), cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    assert f"port {port} on 127.0.0.1 is in use" in said
+    assert "give another --port" in said
+    assert "turnkit serve · REST" not in said  # told before the banner, not after it
+    assert "Errno" not in said
+    assert "Traceback" not in said
+    assert len(done.stdout.strip().splitlines()) == 1, said

@@ -5,6 +5,7 @@ every mistake in the configuration told by the variable that holds it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -19,7 +20,9 @@ from starlette.testclient import TestClient
 from _openai_server import call, reply
 from turnkit import Caller, ConfigError, ModelError, PostgresLedger, SqliteLedger
 from turnkit.deploy import DeployConfig, Deployment
+from turnkit.deploy.deployment import NO_TOOLS  # internal: the warning's text, no public name
 from turnkit.graph import TurnContext
+from turnkit.ledger.urls import ACCEPTED  # internal: the storage forms the message lists
 
 TESTS = Path(__file__).resolve().parent
 APP = {"TURNKIT_MODULES": "_deploy_app:shop", "TURNKIT_PERMISSIONS": "_deploy_app:rights"}
@@ -254,3 +257,47 @@ def test_the_apps_mcp_answers_the_hosts_and_origins_the_environment_names(tmp_pa
                 assert client.post("/mcp", json=listing, headers=headers).status_code == status
     finally:
         deployment.close()
+
+
+def test_a_deployment_without_modules_says_its_agent_has_no_tools(tmp_path, monkeypatch, caplog):
+    import _deploy_app
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    deployment = Deployment.from_env({"TURNKIT_DATABASE_URL": str(tmp_path / "ledger.sqlite"),
+                                      "TURNKIT_MODEL_FACTORY": "_deploy_app:words_only_model",
+                                      "TURNKIT_DEFAULT_USER": "bob"})  # fmt: skip
+    try:
+        with caplog.at_level("WARNING", logger="turnkit.deploy"):
+            graph = deployment.graph()
+            assert deployment.graph() is graph  # built once: told once
+        done = graph.invoke({"messages": [HumanMessage("hello")]})
+    finally:
+        deployment.close()
+    told = [r.getMessage() for r in caplog.records if r.name == "turnkit.deploy"]
+    assert told == [NO_TOOLS]
+    assert "the agent has no tools" in NO_TOOLS
+    assert "set TURNKIT_MODULES=package.module:object" in NO_TOOLS
+    assert done["messages"][-1].content == "Hello in words."
+    (model,) = _deploy_app.MODELS
+    assert [call["tools"] for call in model.calls] == [[]]  # offered none
+
+
+@pytest.mark.slow  # a real langgraph dev, with its reloader, as a person starts it
+def test_langgraph_dev_without_a_database_url_stops_in_one_line_not_in_its_reloader(tmp_path):
+    from _serving import free_port
+    from _studio import LANGGRAPH, offline_env
+
+    config = {"dependencies": [str(TESTS.parent)], "graphs": {"agent": "turnkit.deploy.env:graph"},
+              "http": {"app": "turnkit.deploy.env:app", "disable_mcp": True}}  # fmt: skip
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    done = subprocess.run([str(LANGGRAPH), "dev", "--no-browser", "--host", "127.0.0.1",
+                           "--port", str(free_port())], cwd=tmp_path, env=offline_env(),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=90)  # fmt: skip  # waiting in its reloader: TimeoutExpired
+    said = done.stdout + done.stderr
+    told = [line for line in said.splitlines() if "TURNKIT_DATABASE_URL" in line]
+    assert told == [
+        f"turnkit: ConfigError: set TURNKIT_DATABASE_URL to the ledger: {ACCEPTED}; the server"
+        " stops"
+    ], said
+    assert "Traceback" not in said

@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from _shop import Shop, prices
 from _spawn import SPAWN
+from test_cli import run
 from turnkit import Caller, Executor, Registry, StorageError, open_ledger
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.ledger.urls import postgres_target
@@ -217,14 +218,30 @@ def _use_without_the_option(url: str) -> None:
             storage.ledger.settings()
 
 
-def test_without_the_option_prepared_statements_break_behind_pgbouncer(pgbouncer, database):
+def test_without_the_option_a_broken_prepared_statement_says_to_add_it(pgbouncer, database):
     """Why the option exists: psycopg prepares statements on a connection, PgBouncer 1.18 then
-    runs the next transaction of another client on that server connection."""
-    import psycopg
-
-    with pytest.raises(psycopg.Error, match="prepared statement") as broken:
+    runs the next transaction of another client on that server connection. The error says so."""
+    with pytest.raises(StorageError, match="prepared statement") as broken:
         _use_without_the_option(pgbouncer.url(database))
-    assert type(broken.value).__name__ in {"DuplicatePreparedStatement", "InvalidSqlStatementName"}
+    assert f"write '{pgbouncer.url(database)}?pooler=transaction'" in str(broken.value)
+    cause = type(broken.value.__cause__).__name__
+    assert cause in {"DuplicatePreparedStatement", "InvalidSqlStatementName"}
+
+
+def test_the_cli_behind_pgbouncer_without_the_option_says_to_add_it(pgbouncer, database,
+                                                                    tmp_path):  # fmt: skip
+    """A command on a URL without ``pooler=transaction`` breaks (on its first run or a later
+    one: it depends on which server connection PgBouncer hands out); when it does, it says the
+    URL to write, in a line, with status 2, and no traceback."""
+    url = pgbouncer.url(database)
+    runs = [run("keys", "list", "--db", url, cwd=tmp_path) for _ in range(6)]
+    broken = [done for done in runs if done.returncode != 0]
+    assert broken, "six commands ran without a prepared statement breaking"
+    for done in broken:
+        said = done.stdout + done.stderr
+        assert done.returncode == 2, said
+        assert f"write '{url}?pooler=transaction'" in " ".join(said.split())
+        assert "Traceback" not in said
 
 
 def test_behind_the_pooler_leases_are_rows_and_exclude_across_ledgers(url):

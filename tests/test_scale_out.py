@@ -7,6 +7,8 @@ thread's lease stands between them: still one order per turn, one chain per thre
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +17,8 @@ import pytest
 from conftest import postgres_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: bench/
-from bench.scale_out import scale_out
+from bench import _common
+from bench.scale_out import TARGET_SPEEDUP, scale_out
 
 pytestmark = pytest.mark.slow
 
@@ -51,3 +54,26 @@ def test_workers_behind_pgbouncer_in_transaction_mode(pgbouncer, database, tmp_p
         url, 4, threads=100, turns=2, concurrency=2, kill=True, fresh_schema=False, folder=tmp_path
     )
     _assert_held(run)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "shown", "met"),
+    [(2.996, "3.00x", "yes"), (2.994, "2.99x", "NO"), (3.0, "3.00x", "yes")],
+)
+def test_the_speedup_target_is_judged_on_the_figure_the_table_prints(ratio, shown, met):
+    row = _common.row("scale_out", "4 workers", 1.0, "turns/s", ratio=ratio, target=">= 3x",
+                      met=_common.ratio_at_least(ratio, TARGET_SPEEDUP))  # fmt: skip
+    (line,) = _common.format_table([row]).splitlines()[2:]
+    assert line.split()[-4:] == [shown, ">=", "3x", met]  # never 3.00x beside a NO
+
+
+def test_without_postgresql_it_names_the_variables_it_needs_and_stops(tmp_path):
+    script = Path(__file__).resolve().parent.parent / "bench" / "scale_out.py"
+    keep = {k: v for k, v in os.environ.items() if k not in _common.POSTGRES_ENVS}
+    done = subprocess.run([sys.executable, str(script), "--quick"], env=keep, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.strip() == (
+        "scale_out needs PostgreSQL: set TURNKIT_BENCH_POSTGRES_URL or TURNKIT_TEST_POSTGRES_URL"
+        " to postgresql://user@host:port/db"
+    )

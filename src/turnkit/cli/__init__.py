@@ -2,7 +2,8 @@
 
 Thin wiring only: options become a session (``session.py``); turns are run and shown by
 ``chat.py`` and ``render.py``; ``confirmations``, ``settings``, ``keys``, ``ledger``, ``notify``
-and ``report`` are sub-commands of their own; ``audit`` reads the audit (``audit.py``).
+and ``report`` are sub-commands of their own; ``audit`` reads the audit (``audit.py``), ``threads``
+lists the conversation threads (``threads.py``).
 A person's mistake is told in one or two lines (``options.friendly``), never as a traceback.
 """
 
@@ -18,8 +19,20 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from turnkit.cli import audit, confirmations, keys, ledger, notify, report, serve, settings
+from turnkit.cli import (
+    audit,
+    confirmations,
+    keys,
+    ledger,
+    notify,
+    report,
+    serve,
+    settings,
+    threads,
+)
 from turnkit.cli.options import (
+    FAILED,
+    HELP_MARKUP,
     USAGE,
     Act,
     Catalogue,
@@ -27,8 +40,8 @@ from turnkit.cli.options import (
     Demo,
     EntryPoints,
     Grants,
+    GrantsOrPermissions,
     Modules,
-    Permissions,
     User,
     console,
     friendly,
@@ -37,6 +50,8 @@ from turnkit.cli.options import (
     session,
 )
 from turnkit.cli.session import SCRIPTED
+from turnkit.errors import StorageError
+from turnkit.ledger.urls import pooler_problem
 
 app = typer.Typer(
     name="turnkit",
@@ -44,6 +59,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 
@@ -75,6 +91,7 @@ app.add_typer(report.app, name="report")
 app.add_typer(notify.app, name="notify")
 app.command()(serve.serve)
 app.command()(audit.audit)
+app.command()(threads.threads)
 
 
 @app.command()
@@ -94,7 +111,7 @@ def chat(
     catalogue: Catalogue = None,
     user: User = "demo",
     grant: Grants = None,
-    permissions: Permissions = None,
+    permissions: GrantsOrPermissions = None,
     act: Act = None,
 ) -> None:
     """Chat in the terminal; held writes are shown with their arguments and decided here."""
@@ -152,7 +169,7 @@ def tools(
     demo: Demo = False,
     catalogue: Catalogue = None,
     grant: Grants = None,
-    permissions: Permissions = None,
+    permissions: GrantsOrPermissions = None,
     act: Act = None,
 ) -> None:
     """The tools a caller may see now, and which of them wait for a confirmation; with none,
@@ -248,10 +265,14 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("TURNKIT_DEBUG"):
             raise
+        told = exc if isinstance(exc, StorageError) else pooler_problem(None, exc)
+        if told is not None:  # the --db URL, say a pooler it does not mention: the person's fix
+            console.print(f"[red]{escape(str(told))}[/]")
+            sys.exit(USAGE)
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         console.print(f"[red]turnkit stopped: {escape(reason)}[/]")
         console.print("[dim]TURNKIT_DEBUG=1 shows the traceback[/]")
-        sys.exit(1)
+        sys.exit(FAILED)
 
 
 __all__ = ["USAGE", "app", "main"]

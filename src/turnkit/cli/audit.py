@@ -22,7 +22,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import USAGE, Db, console, period_seconds, records
+from turnkit.cli.options import PERIODS, USAGE, Db, console, period_seconds, records
 from turnkit.ledger.audit import AuditJson, AuditQuery, AuditRecord
 from turnkit.ledger.records import iso
 
@@ -37,7 +37,7 @@ Moment = Annotated[
     str | None,
     typer.Option(
         help="ISO 8601 (2026-05-01, 2026-05-01T09:30Z; UTC when it names no zone) or a period"
-        " back from now: 15m, 2h, 7d, 2w.",
+        f" back from now: {PERIODS}.",
     ),
 ]
 
@@ -117,7 +117,7 @@ def moment(option: str, text: str, now: float) -> float:
     except ValueError:
         console.print(
             f"[red]{option} {escape(repr(text))} is neither a time nor a period[/]: give ISO 8601"
-            " (2026-05-01, 2026-05-01T09:30Z) or a period back from now (15m, 2h, 7d, 2w)"
+            f" (2026-05-01, 2026-05-01T09:30Z) or a period back from now ({PERIODS})"
         )
         raise typer.Exit(USAGE) from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()

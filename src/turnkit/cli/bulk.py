@@ -8,7 +8,8 @@ nothing. With no terminal to ask on it refuses, unless ``--yes`` says the answer
 Each confirmation is then decided through the same path as ``approve ID`` (``deciding.py``):
 rights checked now, each write run at most once whoever decides first. Each gets a line of what
 happened to it — ran, rejected, waiting for another approver, already decided, refused and why —
-and the command ends with status ``SOME_REFUSED`` when any was refused.
+and the command ends with status ``SOME_REFUSED`` when any was refused, ``FAILED`` when a write
+that ran failed (``options.answer_status``).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from rich.markup import escape
 
 from turnkit.cli import render
 from turnkit.cli.deciding import cannot_approve, decide_one, told
-from turnkit.cli.options import USAGE, console
+from turnkit.cli.options import FAILED, USAGE, answer_status, console
 from turnkit.cli.session import Session
 from turnkit.executor.answers import Refused
 from turnkit.ledger import Confirmation
 
 __all__ = ["SOME_REFUSED", "decide_all"]
 
-SOME_REFUSED = 2
+SOME_REFUSED = USAGE
 """Exit status of a decision on many of which at least one was refused (the others went ahead)."""
 SHOWN = 20
 """The most confirmations listed one per line before the question (the rest are counted)."""
@@ -55,15 +56,19 @@ def decide_all(
     if not _confirmed(len(found), verb, tool, yes):
         console.print("nothing was decided: they are still pending")
         raise typer.Exit(USAGE)
-    refused = 0
+    statuses = []
     for held in found:
         answer = decide_one(opened, held, decision, decider, shown=True)
-        refused += isinstance(answer, Refused) and not answer.already_decided
+        if isinstance(answer, Refused) and not answer.already_decided:
+            statuses.append(answer_status(answer.code))
         after = opened.executor.confirmation(held.id) or held  # its approvals counted now
         console.print(f"{escape(held.id)} {escape(held.tool)}: {told(answer, after)}")
-    if refused:
-        console.print(f"[red]{refused} of {len(found)} refused[/] (see above); the rest went ahead")
-        raise typer.Exit(SOME_REFUSED)
+    if statuses:
+        console.print(
+            f"[red]{len(statuses)} of {len(found)} refused or failed[/] (see above); the rest went"
+            " ahead"
+        )
+        raise typer.Exit(FAILED if FAILED in statuses else SOME_REFUSED)
 
 
 def _refuse_unapprovable(opened: Session, found: list[Confirmation]) -> None:

@@ -23,7 +23,8 @@ from turnkit.cli import bulk, render
 from turnkit.cli.deciding import cannot_approve, decide_one, waiting
 from turnkit.cli.options import (
     ALREADY_DECIDED,
-    REFUSED,
+    FAILED,
+    HELP_MARKUP,
     USAGE,
     Act,
     Catalogue,
@@ -32,6 +33,7 @@ from turnkit.cli.options import (
     EntryPoints,
     Modules,
     Permissions,
+    answer_status,
     console,
     friendly,
     records,
@@ -42,7 +44,11 @@ from turnkit.cli.telemetry import export_this_command
 from turnkit.executor.answers import Refused
 from turnkit.ledger import Confirmation
 
-app = typer.Typer(help="List and decide writes that wait for a person.", no_args_is_help=True)
+app = typer.Typer(
+    help="List and decide writes that wait for a person.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+)
 
 Decider = Annotated[
     str,
@@ -281,10 +287,20 @@ def _decide(
         if isinstance(answer, Refused):
             after = opened.executor.confirmation(held.id)
             still = after is not None and after.status == "pending"
-            console.print(
-                "[yellow]it is still pending[/]" if still else "[dim]it is closed: nothing ran[/]"
-            )
-            raise typer.Exit(REFUSED)
+            status = answer_status(answer.code)
+            if still:
+                console.print(
+                    "[yellow]it is still pending[/]: do what the line above says, then decide"
+                    f" again (`turnkit confirmations show {held.id[:8]}` shows who asked)"
+                )
+            elif status == FAILED:  # it ran (or may have): never again, whoever decides
+                console.print(
+                    "[red]it is closed: the write was tried and failed[/]"
+                    f" (`turnkit confirmations show {held.id[:8]}` shows its outcome)"
+                )
+            else:
+                console.print("[dim]it is closed: nothing ran[/]")
+            raise typer.Exit(status)
     finally:
         opened.close()
 

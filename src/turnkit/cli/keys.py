@@ -20,6 +20,8 @@ from rich.table import Table
 
 from turnkit.cli.key_checks import UNCHECKED, key_warnings
 from turnkit.cli.options import (
+    HELP_MARKUP,
+    PERIODS,
     USAGE,
     Db,
     Demo,
@@ -34,7 +36,9 @@ from turnkit.cli.session import registry_of
 from turnkit.ledger.records import iso
 from turnkit.registry.tool import Tool
 
-app = typer.Typer(help="API keys for REST and MCP callers.", no_args_is_help=True)
+app = typer.Typer(
+    help="API keys for REST and MCP callers.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 
 Json = Annotated[bool, typer.Option("--json", help="JSON, for scripts.")]
 
@@ -51,7 +55,10 @@ def create(
         typer.Option(help="The only tools the key may use, by name (repeatable); default: all."),
     ] = None,
     expires_in: Annotated[
-        str | None, typer.Option(help="How long the key works: 90m, 12h, 30d, 2w; default never.")
+        str | None,
+        typer.Option(
+            help=f"How long the key works, a number and a unit: {PERIODS}; default never."
+        ),
     ] = None,
     name: Annotated[
         str | None,
@@ -97,8 +104,8 @@ def create(
 
 @app.command("list")
 def list_(db: Db = None, as_json: Json = False) -> None:
-    """Every key: id, name, owner, scopes, allowed tools, expiry, revocation (never a
-    secret)."""
+    """Every key: id, name, owner, scopes, allowed tools, when it was made and last used (to
+    within a minute), expiry, revocation (never a secret)."""
     opened = records(db)
     try:
         found = opened.storage.ledger.keys.list()
@@ -112,7 +119,8 @@ def list_(db: Db = None, as_json: Json = False) -> None:
         return
     now = time.time()
     table = Table(title="keys", title_justify="left")
-    for column in ("id", "name", "user", "scopes", "allow", "expires", "status"):
+    columns = ("id", "name", "user", "scopes", "allow", "created", "last used", "expires", "status")
+    for column in columns:
         table.add_column(column, no_wrap=column == "id", overflow="fold")
     for key in found:
         table.add_row(
@@ -121,6 +129,8 @@ def list_(db: Db = None, as_json: Json = False) -> None:
             key.user_id,
             " ".join(sorted(key.scopes)) or "-",
             "all" if key.allow is None else " ".join(sorted(key.allow)),
+            iso(key.created_at),
+            "never" if key.last_used_at is None else iso(key.last_used_at),
             "never" if key.expires_at is None else iso(key.expires_at),
             "active" if key.refused(now) is None else ("revoked" if key.revoked_at else "expired"),
         )
@@ -175,7 +185,7 @@ def _seconds(text: str) -> float:
     if seconds is None:
         console.print(
             f"[red]--expires-in {text!r} is not a duration[/]: give a whole number and a unit,"
-            " e.g. 90m, 12h, 30d or 2w"
+            f" one of {PERIODS}"
         )
         raise typer.Exit(USAGE)
     return seconds

@@ -13,10 +13,12 @@ from typing import Annotated
 
 import typer
 
-from turnkit.cli.options import Db, console, records
+from turnkit.cli.options import HELP_MARKUP, Db, console, records
 from turnkit.ledger.retention import prune as prune_ledger
 
-app = typer.Typer(help="Keep the ledger's database small.", no_args_is_help=True)
+app = typer.Typer(
+    help="Keep the ledger's database small.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 
 _WHAT = {
     "confirmations": "decided confirmations (and pending ones long expired)",

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import USAGE, Db, console, records
+from turnkit.cli.options import FAILED, HELP_MARKUP, USAGE, Db, console, records
 from turnkit.notify import (
     EVENTS,
     INCLUDES,
@@ -30,6 +30,7 @@ from turnkit.notify import (
 app = typer.Typer(
     help="Notifications: webhooks, Slack and email when writes are held, decided, expired or ran.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 PublicUrl = Annotated[
@@ -173,7 +174,7 @@ def ping(
         console.print(f"{escape(name)} answered: {escape(answered.detail)}")
         return
     console.print(f"[red]{escape(name)} did not take it[/]: {escape(answered.detail)}")
-    raise typer.Exit(1)
+    raise typer.Exit(FAILED)
 
 
 @app.command()

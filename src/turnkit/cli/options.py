@@ -2,6 +2,17 @@
 
 A mistake a person can make (a bad ``--db``, a model that cannot be built, an unknown id) is told
 in one or two lines with what to do, and the command exits with status 2 — never a traceback.
+
+Exit statuses, the same in every command:
+
+- ``0``: done.
+- ``2`` (``USAGE``): refused — a person's mistake (an option, a URL, an id, a missing module) or a
+  rule that says no (not allowed to decide, separate duties, expired, rate limited, arguments
+  changed since shown). Nothing failed: the line says what to do instead.
+- ``3`` (``ALREADY_DECIDED``): a decision on a confirmation someone decided before; nothing ran.
+- ``1`` (``FAILED``): a genuine failure — a write that ran and answered an error (its tool's, a
+  timeout, an outcome unknown), a target that did not take a notification, or a failure no
+  command foresaw (``turnkit.cli.main``).
 """
 
 from __future__ import annotations
@@ -25,8 +36,23 @@ USAGE = 2
 """Exit status of a mistake in how the command was used (an option, a URL, an id)."""
 ALREADY_DECIDED = 3
 """Exit status of a decision on a confirmation decided before: nothing ran now."""
-REFUSED = 1
-"""Exit status of a decision the executor refused, or a write that answered an error."""
+FAILED = 1
+"""Exit status of a genuine failure: a write that ran and answered an error, and the like."""
+FAILURES = frozenset({"tool_error", "timeout", "internal_error", "outcome_unknown"})
+"""The error codes of an answer for which the write ran (or may have) and failed; every other
+code is a refusal (``USAGE``): a rule said no before anything ran."""
+
+
+def answer_status(code: str) -> int:
+    """The exit status of an answer that ended with error ``code``: ``FAILED`` when the write ran
+    and failed (``FAILURES``), ``USAGE`` when it was refused.
+
+    Example:
+        >>> answer_status("forbidden"), answer_status("tool_error")
+        (2, 1)
+    """
+    return FAILED if code in FAILURES else USAGE
+
 
 Db = Annotated[
     str | None,
@@ -67,9 +93,23 @@ Permissions = Annotated[
     typer.Option(
         "--permissions",
         help="Your application's permission provider as package.module:provider, a function"
+        " (caller) -> permissions; default: nobody holds one (with --demo, the demo user holds"
+        " the demo's).",
+    ),
+]
+GrantsOrPermissions = Annotated[
+    str | None,
+    typer.Option(
+        "--permissions",
+        help="Your application's permission provider as package.module:provider, a function"
         " (caller) -> permissions; default: --grant (and, with --demo, the demo user's).",
     ),
 ]
+"""``--permissions`` of a command that also takes ``--grant`` (its help names it)."""
+HELP_MARKUP = None
+"""Every ``typer.Typer`` here takes ``rich_markup_mode=HELP_MARKUP``: click's plain help, which
+reflows each paragraph of a docstring to the terminal (Typer's rich help keeps the source's line
+breaks in the command list) and prints no ``<bool>`` beside a flag (``tests/test_cli_help.py``)."""
 Act = Annotated[
     list[str] | None,
     typer.Option(
@@ -152,7 +192,10 @@ def records(db: str | None) -> Session:
 PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 """The units a period takes (``--expires-in``, ``--since``): ``90s``, ``30m``, ``12h``, ``7d``,
 ``2w``."""
-_PERIOD = re.compile(r"\s*(\d{1,6})\s*([smhdw])\s*")
+PERIODS = ", ".join(f"{n}{unit}" for n, unit in zip((90, 30, 12, 7, 2), PERIOD_UNITS, strict=True))
+"""One example of each unit of ``PERIOD_UNITS``, for help texts and messages, so that the units a
+help names are the units the parser takes: ``90s, 30m, 12h, 7d, 2w``."""
+_PERIOD = re.compile(rf"\s*(\d{{1,6}})\s*([{''.join(PERIOD_UNITS)}])\s*")
 
 
 def period_seconds(text: str) -> int | None:

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import USAGE, Db, console, period_seconds, records
+from turnkit.cli.options import HELP_MARKUP, PERIODS, USAGE, Db, console, period_seconds, records
 from turnkit.ledger.records import iso
 from turnkit.ledger.report import (
     STREAK_OVER,
@@ -25,7 +25,11 @@ from turnkit.ledger.report import (
     percent_text,
 )
 
-app = typer.Typer(help="What people decided about held writes.", no_args_is_help=True)
+app = typer.Typer(
+    help="What people decided about held writes.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+)
 
 
 @app.command()
@@ -33,7 +37,7 @@ def approvals(
     db: Db = None,
     since: Annotated[
         str | None,
-        typer.Option(help="Only writes held in this last period: 90m, 12h, 7d, 2w; default all."),
+        typer.Option(help=f"Only writes held in this last period: {PERIODS}; default all."),
     ] = None,
     streak: Annotated[
         int,
@@ -93,7 +97,7 @@ def _seconds(text: str) -> float:
     if seconds is None:
         console.print(
             f"[red]--since {text!r} is not a period[/]: give a whole number and a unit, e.g."
-            " 90m, 12h, 7d or 2w (leave it out for everything)"
+            f" {PERIODS} (leave it out for everything)"
         )
         raise typer.Exit(USAGE)
     return seconds

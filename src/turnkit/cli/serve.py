@@ -18,9 +18,11 @@ server span per HTTP request (the FastAPI instrumentation) and a flush when it s
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
 import shutil
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -150,6 +152,10 @@ def serve(
     if log_format not in LOG_FORMATS:
         console.print(f"[red]--log-format {escape(log_format)}[/]: give text, json or off")
         raise typer.Exit(USAGE)
+    busy = cannot_listen(host, port)
+    if busy is not None:
+        console.print(f"[red]{escape(busy)}[/]")
+        raise typer.Exit(USAGE)
     options: dict[str, Any] = {
         "db": db,
         "modules": module or [],
@@ -208,6 +214,29 @@ def serve(
         workers=workers,
         log_level="warning",
     )
+
+
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why nothing can listen on ``host``:``port`` now (in one line, naming the option to change),
+    or None when it can: bound and let go at once, with ``SO_REUSEADDR`` as uvicorn binds, so a
+    port another process holds is told before the banner rather than after it."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"--host {host!r} is not an address here ({exc.strerror}): give another --host"
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} on {host} is in use (another process listens there):"
+                    " give another --port, or stop that process"
+                )
+            return f"cannot listen on {host}:{port} ({exc.strerror}): give another --port or --host"
+    return None
 
 
 def hold_rule_line(settings: Settings) -> str:

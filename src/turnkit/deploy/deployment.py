@@ -16,6 +16,7 @@ over REST, and the resumed run honours that decision.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,15 @@ from turnkit.registry.registry import Registry
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = ["Deployment"]
+__all__ = ["NO_TOOLS", "Deployment"]
+
+log = logging.getLogger("turnkit.deploy")
+NO_TOOLS = (
+    "the agent has no tools: no module is loaded, or the modules declare none (set"
+    " TURNKIT_MODULES=package.module:object, several separated by commas); the model is offered"
+    " no tool and can only answer in words"
+)
+"""The warning logged once, when a deployment's graph is built over an empty registry."""
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 
@@ -160,6 +169,8 @@ class Deployment:
         with self._lock:
             if self._built is None:
                 executor = self._make_executor()
+                if not list(executor.registry.tools):
+                    log.warning(NO_TOOLS)
                 try:
                     model = self._make_model()
                     graph = build_turn_graph(

@@ -10,8 +10,10 @@
     }
 
 Importing this module reads and checks the variables (``turnkit.deploy.config``), so a mistake
-stops the server at start-up with a ``ConfigError`` naming the variable; it opens and writes
-nothing. The modules, the permission provider, the ledger and the model are loaded when the graph
+stops the server at start-up, in one line naming the variable (``ConfigError: ...``); it opens
+and writes nothing. Under ``langgraph dev``'s reloader (its default) the server runs in a child
+process and the reloader would wait for a file to change: the child stops the reloader too.
+The modules, the permission provider, the ledger and the model are loaded when the graph
 is first built (the first run, or the server's first look at the graph), in a worker thread.
 
 - ``graph``: the graph factory (``Deployment.agraph``).
@@ -24,13 +26,35 @@ is first built (the first run, or the server's first look at the graph), in a wo
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import sys
+from typing import NoReturn
+
 from turnkit.deploy.auth import turnkit_auth
 from turnkit.deploy.deployment import Deployment
+from turnkit.errors import ConfigError
 
 __all__ = ["app", "auth", "deployment", "graph"]
 
-deployment = Deployment.from_env()
-"""The deployment the environment describes (built on first use)."""
+
+def _stop(problem: ConfigError) -> NoReturn:
+    """End the server that imports this module with ``problem`` in one line (no traceback): in
+    a worker that uvicorn's reloader (or its supervisor of several workers) started, stop that
+    parent as well, else it waits for a file to change and the server never answers."""
+    print(f"turnkit: ConfigError: {problem}; the server stops", file=sys.stderr, flush=True)
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid and "uvicorn._subprocess" in sys.modules:
+        os.kill(parent.pid, signal.SIGTERM)
+    raise SystemExit(1)
+
+
+try:
+    deployment = Deployment.from_env()
+    """The deployment the environment describes (built on first use)."""
+except ConfigError as wrong:
+    _stop(wrong)
 graph = deployment.agraph
 """The graph factory ``langgraph.json`` names."""
 auth = turnkit_auth(deployment)

@@ -8,6 +8,10 @@ revoked or expired key is refused by the next request everywhere.
 A key carries scopes (``module.resource:action``), an optional allow list of tool names, and
 belongs to a user, whose permissions the application's provider answers at call time. It becomes
 ``Caller.key(key.id, scopes=..., user_id=...)`` (``ApiKey.caller``).
+
+A key's last use (``ApiKey.last_used_at``) is written when its secret is looked up
+(``by_secret``), at most once per ``KEY_TOUCH`` seconds per key: the time is read with the key in
+the same statement, so a request costs no extra round trip unless the recorded time is older.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from turnkit.errors import CallerError
@@ -31,15 +35,18 @@ from turnkit.registry.tool_checks import SCOPE
 if TYPE_CHECKING:
     from turnkit.registry.visibility import Allow
 
-__all__ = ["PREFIX", "SESSION_TOUCH", "ApiKey", "ApiKeys", "looks_like_key"]
+__all__ = ["KEY_TOUCH", "PREFIX", "SESSION_TOUCH", "ApiKey", "ApiKeys", "looks_like_key"]
 
 PREFIX = "tk_"
 """How every secret starts (so a leaked one is recognised by secret scanners and people)."""
 SESSION_TOUCH = 60.0
 """Seconds between two writes of a sign-in's last use (``ApiKeys.by_session``): its idle time
 is measured to within this, and a busy inbox does not write the ledger on every request."""
+KEY_TOUCH = 60.0
+"""Seconds between two writes of a key's last use (``ApiKeys.by_secret``): ``turnkit keys list``
+shows it to within this, and a busy key writes the ledger once a minute, not on every request."""
 _SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
-_COLUMNS = "id, user_id, scopes, allow, created_at, expires_at, revoked_at, name"
+_COLUMNS = "id, user_id, scopes, allow, created_at, expires_at, revoked_at, name, last_used_at"
 
 
 def looks_like_key(text: str) -> bool:
@@ -69,6 +76,9 @@ class ApiKey:
     revoked_at: float | None
     name: str | None = None
     """What the key is for, in a person's words (``turnkit keys create --name``), or None."""
+    last_used_at: float | None = field(default=None, compare=False)
+    """When a request last carried the key (to within ``KEY_TOUCH`` seconds), or None for never
+    (or not since the ledger began to record it). Not part of the key's identity: not compared."""
 
     @property
     def caller(self) -> Caller:
@@ -107,6 +117,7 @@ class ApiKey:
             "expires_at": None if self.expires_at is None else iso(self.expires_at),
             "revoked_at": None if self.revoked_at is None else iso(self.revoked_at),
             "name": self.name,
+            "last_used_at": None if self.last_used_at is None else iso(self.last_used_at),
         }
 
 
@@ -169,21 +180,38 @@ class ApiKeys:
         )
         self.ledger._run(
             f"INSERT INTO turnkit_api_keys ({_COLUMNS}, secret_hash)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (key.id, user_id, json.dumps(sorted(scopes)),
              None if allow is None else json.dumps(sorted(allow)),
-             key.created_at, key.expires_at, None, key.name, _digest(secret)),
+             key.created_at, key.expires_at, None, key.name, None, _digest(secret)),
         )  # fmt: skip
         return key, secret
 
-    def by_secret(self, secret: str) -> ApiKey | None:
-        """The key whose secret is ``secret`` (revoked and expired ones too: see ``refused``)."""
+    def by_secret(
+        self, secret: str, *, now: float | None = None, touch: bool = True
+    ) -> ApiKey | None:
+        """The key whose secret is ``secret`` (revoked and expired ones too: see ``refused``).
+
+        ``touch``: this is a use of the key, recorded as its ``last_used_at`` when the recorded
+        one is ``KEY_TOUCH`` seconds old or more (a key refused at ``now`` is not used).
+        """
         if not looks_like_key(secret):
             return None
         rows = self.ledger._rows(
             f"SELECT {_COLUMNS} FROM turnkit_api_keys WHERE secret_hash = ?", (_digest(secret),)
         )
-        return _key(rows[0]) if rows else None
+        if not rows:
+            return None
+        key = _key(rows[0])
+        now = time.time() if now is None else now
+        stale = key.last_used_at is None or now - key.last_used_at >= KEY_TOUCH
+        if touch and stale and key.refused(now) is None:
+            self.ledger._run(  # another process may have written it meanwhile: then nothing
+                "UPDATE turnkit_api_keys SET last_used_at = ? WHERE id = ?"
+                " AND COALESCE(last_used_at, 0) <= ?",
+                (now, key.id, now - KEY_TOUCH),
+            )
+        return key
 
     def get(self, key_id: str) -> ApiKey | None:
         """The key with id ``key_id``, or None."""
@@ -272,7 +300,7 @@ class ApiKeys:
 
 
 def _key(row: tuple[object, ...]) -> ApiKey:
-    key_id, user_id, scopes, allow, created_at, expires_at, revoked_at, name = row
+    key_id, user_id, scopes, allow, created_at, expires_at, revoked_at, name, used = row
     return ApiKey(
         id=str(key_id),
         user_id=str(user_id),
@@ -282,4 +310,5 @@ def _key(row: tuple[object, ...]) -> ApiKey:
         expires_at=None if expires_at is None else float(expires_at),  # type: ignore[arg-type]
         revoked_at=None if revoked_at is None else float(revoked_at),  # type: ignore[arg-type]
         name=None if name is None else str(name),
+        last_used_at=None if used is None else float(used),  # type: ignore[arg-type]
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import select
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from turnkit.errors import StorageError
@@ -25,7 +26,7 @@ from turnkit.ledger.schema import (
     TABLES,
     column_additions,
 )
-from turnkit.ledger.urls import postgres_target, shown
+from turnkit.ledger.urls import pooler_problem, postgres_target, shown
 
 __all__ = ["PostgresLedger", "reachable"]
 
@@ -78,7 +79,8 @@ class PostgresLedger(Ledger):
             open=True,
         )
         try:
-            self.setup()
+            with self._told():
+                self.setup()
         except BaseException:
             self._pool.close()
             raise
@@ -112,12 +114,24 @@ class PostgresLedger(Ledger):
                 conn.execute(trigger)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._pool.connection() as conn:
+        with self._told(), self._pool.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), tuple(params)).rowcount
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._pool.connection() as conn:
+        with self._told(), self._pool.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
+
+    @contextmanager
+    def _told(self) -> Iterator[None]:
+        """A prepared statement broken by a pooler the URL does not mention becomes a
+        ``StorageError`` that says to add ``pooler=transaction`` (``urls.pooler_problem``)."""
+        try:
+            yield
+        except Exception as exc:
+            problem = pooler_problem(self.url, exc)
+            if problem is None:
+                raise
+            raise problem from exc
 
     def thread_leases(self, ttl: float = 30.0) -> ThreadLeases:
         """Thread leases as advisory locks (``PostgresLeases``; ``ttl`` does not apply: the

@@ -89,7 +89,8 @@ TABLES = (
         created_at DOUBLE PRECISION NOT NULL,
         expires_at DOUBLE PRECISION,
         revoked_at DOUBLE PRECISION,
-        name TEXT
+        name TEXT,
+        last_used_at DOUBLE PRECISION
     )
     """,
     """
@@ -170,6 +171,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("turnkit_api_keys", "name", "TEXT"),
     ("turnkit_confirmations", "trace_context", "TEXT"),
     ("turnkit_audit", "trace_id", "TEXT"),
+    ("turnkit_api_keys", "last_used_at", "DOUBLE PRECISION"),
 )
 """Columns added to a table after it was first released, as ``(table, column, type)``: a ledger
 made before has its tables upgraded in place by ``setup()`` (``column_additions``). Each column

@@ -25,6 +25,7 @@ __all__ = [
     "SQLITE_SUFFIXES",
     "PostgresTarget",
     "parse_url",
+    "pooler_problem",
     "postgres_target",
     "shown",
     "sqlite_problem",
@@ -122,6 +123,41 @@ def postgres_target(url: str) -> PostgresTarget:
         return PostgresTarget(conninfo=url, pooler=False, pool_size=None)
     conninfo = f"{base}?{'&'.join(kept)}" if kept else base
     return PostgresTarget(conninfo=conninfo, pooler=pooler, pool_size=pool_size)
+
+
+PREPARED_STATEMENT_STATES = frozenset({"42P05", "26000"})
+"""The SQLSTATEs of a prepared statement that already exists (``DuplicatePreparedStatement``) or
+is gone (``InvalidSqlStatementName``): what a pooler in transaction mode does to psycopg's
+prepared statements when the URL does not say ``pooler=transaction``."""
+
+
+def pooler_problem(url: str | None, exc: BaseException) -> StorageError | None:
+    """The ``StorageError`` to raise in place of ``exc`` when it is a prepared-statement error
+    on a URL without ``pooler=transaction`` (a pooler in transaction mode, such as PgBouncer, is in
+    between and turnkit was not told), naming the URL to write instead; else None.
+
+    ``url`` is None where the URL is not at hand (the message then says "the URL").
+
+    Example:
+        >>> class Duplicate(Exception):
+        ...     sqlstate = "42P05"
+        >>> told = pooler_problem("postgresql://u:pw@h:6432/db", Duplicate("prepared ..."))
+        >>> str(told).partition("does not say so: ")[2]
+        "write 'postgresql://u:***@h:6432/db?pooler=transaction'"
+    """
+    if getattr(exc, "sqlstate", None) not in PREPARED_STATEMENT_STATES:
+        return None
+    if url is not None and postgres_target(url).pooler:
+        return None  # told already: this is another fault, not the missing option
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+    if url is None:
+        fix = "add ?pooler=transaction to the PostgreSQL URL (&pooler=transaction after a ?)"
+    else:
+        fix = f"write {shown(url) + ('&' if '?' in url else '?') + 'pooler=transaction'!r}"
+    return StorageError(
+        f"a prepared statement broke ({reason}): a pooler in transaction mode (PgBouncer, ...)"
+        f" is in between, and the URL does not say so: {fix}"
+    )
 
 
 def sqlite_problem(path: str | os.PathLike[str]) -> str | None:

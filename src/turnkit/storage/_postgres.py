@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from turnkit.ledger import Ledger
-from turnkit.ledger.urls import PostgresTarget, postgres_target
+from turnkit.ledger.urls import PostgresTarget, pooler_problem, postgres_target
 
 __all__ = ["aopen_postgres", "open_postgres"]
 
@@ -106,7 +106,13 @@ def open_postgres(url: str) -> tuple[Any, Ledger, Callable[[], None]]:
     target = postgres_target(url)
     kwargs = _settings(m, target)
     m.ledger.reachable(target.conninfo)  # an unreachable server: a StorageError now, with why
-    ledger = (_setup_behind_pooler if target.pooler else _setup)(m, url, target, kwargs)
+    try:
+        ledger = (_setup_behind_pooler if target.pooler else _setup)(m, url, target, kwargs)
+    except m.psycopg.Error as exc:
+        problem = pooler_problem(url, exc)
+        if problem is None:
+            raise
+        raise problem from exc
     try:
         pool = m.pool.ConnectionPool(
             target.conninfo,
@@ -170,7 +176,13 @@ async def aopen_postgres(url: str) -> tuple[Any, Ledger, Callable[[], Awaitable[
     kwargs = _settings(m, target)
     await asyncio.to_thread(m.ledger.reachable, target.conninfo)
     setup = _asetup_behind_pooler if target.pooler else _asetup
-    ledger = await setup(m, url, target, kwargs)
+    try:
+        ledger = await setup(m, url, target, kwargs)
+    except m.psycopg.Error as exc:
+        problem = pooler_problem(url, exc)
+        if problem is None:
+            raise
+        raise problem from exc
     try:
         pool = m.pool.AsyncConnectionPool(
             target.conninfo,

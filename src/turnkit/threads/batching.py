@@ -23,6 +23,8 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from turnkit.ledger.urls import pooler_problem
+
 __all__ = ["BatchingSqliteSaver", "async_postgres_saver", "postgres_saver"]
 
 _SHARED: ContextVar[tuple[Any, Any] | None] = ContextVar("turnkit_batch", default=None)
@@ -68,6 +70,20 @@ class BatchingSqliteSaver(SqliteSaver):
         return _shared_or(self._batch, lambda: opened(transaction))
 
 
+@contextmanager
+def _told(pool: Any, opened: AbstractContextManager[Any]) -> Iterator[Any]:
+    """``opened``'s cursor; a prepared statement a pooler broke (the URL not saying
+    ``pooler=transaction``) becomes the ``StorageError`` that says to add it."""
+    try:
+        with opened as cur:
+            yield cur
+    except Exception as exc:  # raised in the block, or when the pipeline syncs at its end
+        problem = pooler_problem(getattr(pool, "conninfo", None), exc)
+        if problem is None:
+            raise
+        raise problem from exc
+
+
 def postgres_saver(pool: Any) -> Any:
     """A ``PostgresSaver`` on ``pool`` whose calls inside ``batched()`` share one pipeline."""
     return _postgres_class()(pool)
@@ -92,7 +108,8 @@ def _postgres_class() -> type[Any]:
 
         def _cursor(self, *, pipeline: bool = False) -> AbstractContextManager[Any]:  # type: ignore[override]
             opened = super()._cursor
-            return _shared_or(self._batch, lambda: opened(pipeline=pipeline))
+            shared = _shared_or(self._batch, lambda: opened(pipeline=pipeline))
+            return _told(self.conn, shared)
 
     return BatchingPostgresSaver
 
@@ -125,7 +142,13 @@ def _async_postgres_class() -> type[Any]:
             if shared is not None and shared[0] is self:
                 yield shared[1]
                 return
-            async with super()._cursor(pipeline=pipeline) as cur:
-                yield cur
+            try:
+                async with super()._cursor(pipeline=pipeline) as cur:
+                    yield cur
+            except Exception as exc:  # say so when a pooler broke a prepared statement
+                problem = pooler_problem(getattr(self.conn, "conninfo", None), exc)
+                if problem is None:
+                    raise
+                raise problem from exc
 
     return AsyncBatchingPostgresSaver
