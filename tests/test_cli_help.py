@@ -77,3 +77,14 @@ def test_a_period_option_names_each_unit_the_parser_takes_and_only_those(path, o
     assert {unit for _, unit in examples} == set(PERIOD_UNITS), param.help
     for number, unit in examples:
         assert period_seconds(f"{number}{unit}") == int(number) * PERIOD_UNITS[unit]
+
+
+@EACH
+def test_a_group_lists_each_commands_first_sentence_whole_not_cut_with_dots(path, command, text):
+    """click cuts a command's line at about 45 characters ("REST at /v1, MCP at..."): a newcomer
+    reading ``turnkit --help`` saw half of what each command does."""
+    listing = text.partition("Commands:")[2]
+    assert "..." not in listing, f"{path} --help cuts a command's line:\n{listing}"
+    for name, sub in getattr(command, "commands", {}).items():
+        first = " ".join((sub.help or "").split()).split(". ")[0].rstrip(".")
+        assert first in " ".join(listing.split()), f"{path} --help lists {name} without {first!r}"

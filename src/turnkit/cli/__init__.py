@@ -41,6 +41,7 @@ from turnkit.cli.options import (
     EntryPoints,
     Grants,
     GrantsOrPermissions,
+    HelpGroup,
     Modules,
     User,
     console,
@@ -60,6 +61,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 

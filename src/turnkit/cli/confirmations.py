@@ -31,6 +31,7 @@ from turnkit.cli.options import (
     Db,
     Demo,
     EntryPoints,
+    HelpGroup,
     Modules,
     Permissions,
     answer_status,
@@ -48,6 +49,7 @@ app = typer.Typer(
     help="List and decide writes that wait for a person.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 Decider = Annotated[

@@ -26,6 +26,7 @@ from turnkit.cli.options import (
     Db,
     Demo,
     EntryPoints,
+    HelpGroup,
     Modules,
     console,
     friendly,
@@ -37,7 +38,10 @@ from turnkit.ledger.records import iso
 from turnkit.registry.tool import Tool
 
 app = typer.Typer(
-    help="API keys for REST and MCP callers.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+    help="API keys for REST and MCP callers.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 Json = Annotated[bool, typer.Option("--json", help="JSON, for scripts.")]

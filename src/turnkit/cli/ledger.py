@@ -13,11 +13,14 @@ from typing import Annotated
 
 import typer
 
-from turnkit.cli.options import HELP_MARKUP, Db, console, records
+from turnkit.cli.options import HELP_MARKUP, Db, HelpGroup, console, records
 from turnkit.ledger.retention import prune as prune_ledger
 
 app = typer.Typer(
-    help="Keep the ledger's database small.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+    help="Keep the ledger's database small.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 _WHAT = {

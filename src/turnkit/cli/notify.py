@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import FAILED, HELP_MARKUP, USAGE, Db, console, records
+from turnkit.cli.options import FAILED, HELP_MARKUP, USAGE, Db, HelpGroup, console, records
 from turnkit.notify import (
     EVENTS,
     INCLUDES,
@@ -31,6 +31,7 @@ app = typer.Typer(
     help="Notifications: webhooks, Slack and email when writes are held, decided, expired or ran.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 PublicUrl = Annotated[

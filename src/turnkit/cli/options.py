@@ -17,15 +17,17 @@ Exit statuses, the same in every command:
 
 from __future__ import annotations
 
+import inspect
 import re
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from turnkit.cli.session import Session, open_records, open_session
 from turnkit.errors import TurnkitError
@@ -110,6 +112,31 @@ HELP_MARKUP = None
 """Every ``typer.Typer`` here takes ``rich_markup_mode=HELP_MARKUP``: click's plain help, which
 reflows each paragraph of a docstring to the terminal (Typer's rich help keeps the source's line
 breaks in the command list) and prints no ``<bool>`` beside a flag (``tests/test_cli_help.py``)."""
+
+
+def first_sentence(text: str | None) -> str:
+    """A command's help as its group lists it: the first sentence of its first paragraph, whole."""
+    paragraph = " ".join(inspect.cleandoc(text or "").split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
+
+
+class HelpGroup(TyperGroup):
+    """A command group whose list gives each command's first sentence whole, wrapped to the
+    terminal: click cuts it at about 45 characters with "..." ("Serve your tools to API-key
+    callers: REST at /v1, MCP at..."). Every ``typer.Typer`` here takes ``cls=HelpGroup``."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:  # Typer's own click's types
+        rows = [
+            (name, first_sentence(command.short_help or command.help))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 Act = Annotated[
     list[str] | None,
     typer.Option(

@@ -15,7 +15,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import HELP_MARKUP, PERIODS, USAGE, Db, console, period_seconds, records
+from turnkit.cli.options import (
+    HELP_MARKUP,
+    PERIODS,
+    USAGE,
+    Db,
+    HelpGroup,
+    console,
+    period_seconds,
+    records,
+)
 from turnkit.ledger.records import iso
 from turnkit.ledger.report import (
     STREAK_OVER,
@@ -29,6 +38,7 @@ app = typer.Typer(
     help="What people decided about held writes.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 

@@ -16,13 +16,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from turnkit.cli.options import HELP_MARKUP, USAGE, Db, console, records
+from turnkit.cli.options import HELP_MARKUP, USAGE, Db, HelpGroup, console, records
 from turnkit.registry.settings import Settings
 
 app = typer.Typer(
     help="The settings in force, and the operator's overrides.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 Name = Annotated[str, typer.Argument(help="The setting, e.g. api_session_write_modules.")]
