@@ -4,12 +4,16 @@ current folder, the closing "continue with" line, Ctrl-C at start, two terminals
 
 from __future__ import annotations
 
+import itertools
+import os
+import shlex
 import subprocess
 from pathlib import Path
 
+import pexpect
 import pytest
 
-from test_cli import TURNKIT, env, flat
+from test_cli import TURNKIT, ask_for_a_price_change, env, flat, words
 from test_cli_first_hour import no_traceback
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
@@ -64,3 +68,57 @@ def test_a_module_not_found_says_where_python_looked_and_what_to_do(tmp_path):
     assert f"--module 'myap:Tools': no module 'myap' in the current folder ({tmp_path})" in said
     assert "run turnkit in the folder that holds myap.py" in said
     assert "PYTHONPATH" in said
+
+
+# --- 2. "continue with:" repeats the options that matter ----------------------------------------
+
+
+def spawn(args: list[str], cwd: Path, columns: int = 400) -> pexpect.spawn:
+    """``turnkit`` in a terminal wide enough that no line of it wraps."""
+    wide = {**env(), "COLUMNS": str(columns), "LINES": "50"}  # rich: both, or 80 wide
+    return pexpect.spawn(TURNKIT, args, cwd=str(cwd), env=wide, encoding="utf-8", timeout=60,
+                         dimensions=(50, columns))  # fmt: skip
+
+
+def continued(child: pexpect.spawn) -> list[str]:
+    """The command of the chat's closing line, as a shell would split it."""
+    child.expect(r"continue with: (.*?)\r?\n")
+    line = child.match.group(1)
+    child.expect(pexpect.EOF)
+    return shlex.split(line)
+
+
+def test_the_closing_line_repeats_the_options_given_and_continues_the_chat(tmp_path):
+    pairs = [("--model", "scripted"), ("--db", "my store.sqlite"), ("--catalogue", "cat.sqlite"),
+             ("--user", "alice"), ("--grant", "catalogue.view"), ("--grant", "catalogue.manage"),
+             ("--act", "catalogue")]  # fmt: skip
+    options = ["--demo", *(word for pair in pairs for word in pair)]
+    child = spawn(["chat", *options, "--thread", "t-again"], tmp_path)
+    ask_for_a_price_change(child)
+    child.sendline("a")
+    child.expect(words("Done: I changed the price of ACC-0001"))
+    child.sendline("/quit")
+    again = continued(child)
+    assert again[:3] == ["turnkit", "chat", "--demo"]
+    given = list(itertools.pairwise(again))
+    assert all(pair in given for pair in pairs), " ".join(again)
+    assert again[again.index("--thread") + 1] == "t-again"
+    child = spawn(again[1:], tmp_path)
+    child.expect(r"turnkit chat · thread t-again · session:alice")
+    child.expect("you>")
+    assert "no conversation" not in child.before
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+def test_the_closing_line_hides_a_database_password(tmp_path):
+    url = os.environ.get("TURNKIT_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("PostgreSQL tests need TURNKIT_TEST_POSTGRES_URL (bash .ci/run sets it)")
+    with_password = url.replace("postgres@", "postgres:s3cret@", 1)
+    child = spawn(["chat", "--demo", "--model", "scripted", "--db", with_password], tmp_path)
+    child.expect("you>")
+    child.sendline("/quit")
+    again = continued(child)
+    assert "s3cret" not in " ".join(again)
+    assert again[again.index("--db") + 1] == with_password.replace("s3cret", "***")

@@ -32,11 +32,12 @@ from turnkit.cli.options import (
     User,
     console,
     friendly,
-    loading,
     need_tools,
+    repeated,
     session,
 )
 from turnkit.cli.session import SCRIPTED
+from turnkit.ledger.urls import shown
 
 app = typer.Typer(
     name="turnkit",
@@ -110,7 +111,14 @@ def chat(
         chat_model = make_model(model, base_url)
     opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
     thread_id = thread or f"chat-{uuid.uuid4().hex[:8]}"
-    hint = f"continue with: turnkit chat {loading(module, entry_points, demo)} --thread {thread_id}"
+    hint = "continue with: " + repeated(
+        "turnkit chat",
+        [("--demo", demo), ("--module", module), ("--entry-points", entry_points),
+         ("--thread", thread_id), ("--model", model), ("--base-url", base_url),
+         ("--db", shown(db) if db else None), ("--catalogue", catalogue),
+         ("--user", None if user == "demo" else user), ("--grant", grant),
+         ("--permissions", permissions), ("--act", act)],
+    )  # fmt: skip
     try:
         graph = build_turn_graph(
             opened.executor, chat_model, checkpointer=opened.storage.checkpointer

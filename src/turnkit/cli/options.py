@@ -104,13 +104,31 @@ def need_tools(modules: list[str] | None, entry_points: bool, demo: bool, exampl
     raise typer.Exit(USAGE)
 
 
-def loading(modules: list[str] | None, entry_points: bool, demo: bool) -> str:
-    """The options that load what a command was given, to repeat in a command it suggests:
-    ``--demo``, or each ``--module`` and ``--entry-points``."""
-    if demo:
-        return "--demo"
-    given = [f"--module {shlex.quote(spec)}" for spec in modules or []]
-    return " ".join(given + (["--entry-points"] if entry_points else []))
+Given = tuple[str, str | bool | list[str] | None]
+"""An option as a person gave it: its flag, and its value (None, False or [] when not given)."""
+
+
+def repeated(command: str, given: list[Given]) -> str:
+    """``command`` with the options a person gave, for a hint to repeat (``continue with: ...``):
+    each quoted for a POSIX shell (``shlex``), a True flag alone, a list once per item, what was
+    not given left out. The caller hides a secret before (a database URL's password:
+    ``ledger.urls.shown``); no turnkit option carries an API key.
+
+    Example:
+        >>> repeated("turnkit chat", [("--demo", True), ("--model", "llama3.1:8b"),
+        ...                           ("--grant", ["a b", "c"]), ("--db", None)])
+        "turnkit chat --demo --model llama3.1:8b --grant 'a b' --grant c"
+    """
+    words = command.split()
+    for flag, value in given:
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, str):
+            words += [flag, value]
+        elif isinstance(value, list):
+            for item in value:
+                words += [flag, item]
+    return shlex.join(words)
 
 
 def session(
