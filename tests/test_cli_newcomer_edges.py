@@ -122,3 +122,16 @@ def test_the_closing_line_hides_a_database_password(tmp_path):
     again = continued(child)
     assert "s3cret" not in " ".join(again)
     assert again[again.index("--db") + 1] == with_password.replace("s3cret", "***")
+
+
+# --- 5. the writes that still wait are this thread's ---------------------------------------------
+
+
+def test_leaving_counts_the_writes_that_wait_in_this_thread_only(tmp_path):
+    for thread in ("t-one", "t-two"):
+        child = spawn(["chat", "--demo", "--model", "scripted", "--thread", thread], tmp_path)
+        ask_for_a_price_change(child)
+        child.sendcontrol("d")
+        child.expect(r"(\d+) write\(s\) still wait for a decision")
+        assert child.match.group(1) == "1"
+        child.expect(pexpect.EOF)

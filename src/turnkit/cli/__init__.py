@@ -101,7 +101,7 @@ def chat(
     """Chat in the terminal; held writes are shown with their arguments and decided here."""
     from langchain_core.runnables import RunnableConfig
 
-    from turnkit.cli.chat import Left, chat_loop
+    from turnkit.cli.chat import Left, chat_loop, waiting_in
     from turnkit.cli.session import make_model
     from turnkit.graph.build import build_turn_graph
     from turnkit.turn.context import TurnContext
@@ -138,9 +138,11 @@ def chat(
         console.print("[dim]type a message; /quit, Ctrl-D or Ctrl-C to leave[/]")
         chat_loop(graph, opened.executor, config, TurnContext(caller=opened.caller), console)
     except (Left, KeyboardInterrupt):
-        waiting = opened.executor.pending(opened.caller)
+        waiting = waiting_in(opened.executor, opened.caller, thread_id)
         if waiting:
-            console.print(f"\n[yellow]{len(waiting)} write(s) still wait for a decision[/]")
+            console.print(
+                f"\n[yellow]{len(waiting)} write(s) still wait for a decision in this thread[/]"
+            )
     finally:
         console.print(f"[dim]bye · {escape(hint)}[/]")
         opened.close()

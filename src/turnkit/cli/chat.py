@@ -21,8 +21,11 @@ from rich.markup import escape
 from turnkit.cli import render
 from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.executor.executor import Executor
+from turnkit.ledger.records import Confirmation
+from turnkit.registry.caller import Caller
 from turnkit.registry.json_limits import json_problem
 from turnkit.turn.context import TurnContext
+from turnkit.turn.keys import thread_of
 
 Decide = Callable[[dict[str, Any]], Any]
 
@@ -216,4 +219,14 @@ def pending(graph: Any, config: RunnableConfig) -> list[dict[str, Any]]:
         for interrupt in state.interrupts
         if isinstance(interrupt.value, dict)
         for entry in interrupt.value.get("confirmations", [])
+    ]
+
+
+def waiting_in(executor: Executor, caller: Caller, thread_id: str) -> list[Confirmation]:
+    """The writes of ``caller``'s held in the thread ``thread_id`` that still wait for a
+    decision (not those of the caller's other threads)."""
+    return [
+        c
+        for c in executor.pending(caller)
+        if (c.thread_id or thread_of(c.idempotency_key)) == thread_id
     ]
