@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from test_cli import TURNKIT, ask_for_a_price_change, env, flat, words
 from test_cli_first_hour import no_traceback
+from turnkit.cli.chat import COMMANDS  # internal: the commands the chat says it has
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
@@ -135,3 +137,22 @@ def test_leaving_counts_the_writes_that_wait_in_this_thread_only(tmp_path):
         child.expect(r"(\d+) write\(s\) still wait for a decision")
         assert child.match.group(1) == "1"
         child.expect(pexpect.EOF)
+
+
+# --- 6. /help lists the chat's commands --------------------------------------------------------
+
+
+def test_help_lists_the_chats_commands_and_sends_nothing_to_the_model(tmp_path):
+    child = spawn(["chat", "--demo", "--model", "scripted"], tmp_path)
+    child.expect(words("/help lists the commands"))
+    child.expect("you>")
+    child.sendline("/help")
+    for command, said in COMMANDS.items():
+        child.expect(rf"{command}\s+{re.escape(said[:30])}")
+    child.expect("you>")
+    assert "→" not in child.before  # no tool call: the model was not asked
+    child.sendline("/nope")
+    child.expect(words("the chat has no command '/nope': /help lists its commands"))
+    child.expect("you>")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)

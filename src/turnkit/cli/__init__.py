@@ -135,7 +135,9 @@ def chat(
         )
         if thread is not None and not graph.get_state(config).values:
             console.print(f"[dim]no conversation {thread!r} yet: a new one starts[/]")
-        console.print("[dim]type a message; /quit, Ctrl-D or Ctrl-C to leave[/]")
+        console.print(
+            "[dim]type a message; /help lists the commands; /quit, Ctrl-D or Ctrl-C to leave[/]"
+        )
         chat_loop(graph, opened.executor, config, TurnContext(caller=opened.caller), console)
     except (Left, KeyboardInterrupt):
         waiting = waiting_in(opened.executor, opened.caller, thread_id)

@@ -141,10 +141,37 @@ def chat_loop(
     resume_waiting(graph, executor, config, context, console, decide)
     while True:
         text = _read(console, "[bold green]you>[/] ")
-        if text.strip() in ("/quit", "/exit"):
+        command = text.strip().lower()
+        if command in ("/quit", "/exit"):
             return
-        if text.strip():
+        if command == "/help":
+            help_text(console)
+        elif command.startswith("/") and " " not in command:
+            console.print(
+                f"[yellow]the chat has no command {escape(command)!r}[/]: /help lists its commands"
+            )
+        elif command:
             turn(graph, {"messages": [HumanMessage(text)]}, config, context, console, decide)
+
+
+COMMANDS = {
+    "/help": "list these commands",
+    "/quit": "leave the chat (so do /exit, Ctrl-D and Ctrl-C); a held write stays pending, and"
+    " the closing line says how to continue",
+}
+"""What the chat understands besides messages to the model (a line of one word starting with
+``/`` is never sent to the model)."""
+
+
+def help_text(console: Console) -> None:
+    """``/help``: the chat's commands, and what a message and a held write do."""
+    console.print("[bold]commands[/]")
+    for command, said in COMMANDS.items():
+        console.print(f"  {command:<7} {escape(said)}")
+    console.print(
+        "anything else is a message to the model. A write the model asks for waits for your"
+        " decision: a (approve), e (edit its arguments) or r (reject)."
+    )
 
 
 def turn(
