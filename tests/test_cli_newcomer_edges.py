@@ -156,3 +156,17 @@ def test_help_lists_the_chats_commands_and_sends_nothing_to_the_model(tmp_path):
     child.expect("you>")
     child.sendline("/exit")
     child.expect(pexpect.EOF)
+
+
+# --- 8. the scripted demo model says what it can do ----------------------------------------------
+
+
+def test_the_scripted_model_answers_a_question_it_cannot_follow_with_what_it_can_do(tmp_path):
+    child = spawn(["chat", "--demo", "--model", "scripted"], tmp_path)
+    child.expect("you>")
+    child.sendline("what's the weather in Lisbon?")
+    child.expect(words("I can do one thing: list the catalogue's products"))
+    child.expect("you>")
+    assert "→" not in child.before  # no tool call: no price cut
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)

@@ -4,7 +4,9 @@ It is not a language model and understands nothing of what the user writes. It f
 script, driven by the conversation, so that the demo and Studio show the whole governed flow
 offline and for as long as you like:
 
-1. after a user message: call ``catalogue_list_products`` (five products);
+1. after a user message about the catalogue, its products or their prices (``UNDERSTOOD``): call
+   ``catalogue_list_products`` (five products); after any other message, say what it can do
+   (``CAN_DO``) and call nothing;
 2. after that result: propose a 10 % price cut for the first listed product
    (``catalogue_set_prices``), a write that waits for a person's confirmation;
 3. after the write's outcome (done, rejected, still held, or an error): a short final text saying
@@ -17,6 +19,7 @@ I/O, so it is safe on an event loop and under any number of threads.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -25,12 +28,33 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from turnkit.executor.answers import Answer, Ran, Refused, Rejected, answer_from_json
 from turnkit.testing import ReplyModel
 
-__all__ = ["LIST_TOOL", "PRICE_CUT", "SET_PRICES_TOOL", "ScriptedDemoModel", "scripted_demo_model"]
+__all__ = [
+    "CAN_DO",
+    "LIST_TOOL",
+    "PRICE_CUT",
+    "SET_PRICES_TOOL",
+    "UNDERSTOOD",
+    "ScriptedDemoModel",
+    "scripted_demo_model",
+]
 
 LIST_TOOL = "catalogue_list_products"
 SET_PRICES_TOOL = "catalogue_set_prices"
 PRICE_CUT = 0.10
 """The scripted model proposes the first listed product's price minus this fraction."""
+UNDERSTOOD = re.compile(
+    r"\b(cheap|price|cost|discount|sale|sell|product|catalog|item|sku|tea|list|show|reduce|lower"
+    r"|cut)",
+    re.IGNORECASE,
+)
+"""A message the script follows names the catalogue, its products or their prices (a word that
+starts so): "make the first product cheaper", "what is for sale?"."""
+CAN_DO = (
+    "I am a script, not a language model, and did not understand that. I can do one thing: list"
+    f" the catalogue's products and propose a {PRICE_CUT:.0%} lower price for the first one, a"
+    " write that waits for a person's yes. Ask, for example: make the first product cheaper."
+)
+"""The answer to a message the script does not follow."""
 LABEL = "[scripted demo model]"
 """Every text answer starts with this, so nobody mistakes the script for a real model."""
 
@@ -49,6 +73,8 @@ class ScriptedDemoModel(ReplyModel):
         """The scripted next message for ``messages`` with ``tools`` bound."""
         available = {tool.get("function", {}).get("name") for tool in tools}
         last = messages[-1] if messages else None
+        if isinstance(last, HumanMessage) and not UNDERSTOOD.search(last.text):
+            return _text(CAN_DO)
         if last is None or isinstance(last, HumanMessage):
             if LIST_TOOL not in available:
                 return _text("I cannot list products for you: that tool is not available to you.")
