@@ -126,7 +126,7 @@ def chat(
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         label = (
             " [yellow](scripted demo model: no language model is used)[/]"
-            if model == SCRIPTED
+            if (model or os.environ.get("TURNKIT_MODEL")) == SCRIPTED
             else ""
         )
         console.print(

@@ -34,6 +34,8 @@ from turnkit.storage import Storage, open_storage
 DEFAULT_DB = Path(".turnkit") / "turnkit.sqlite"
 DEFAULT_CATALOGUE = Path(".turnkit") / "catalogue.sqlite"
 SCRIPTED = "scripted"
+"""The scripted demo model's name, as ``turnkit.agent.models.SCRIPTED`` resolves it (that module
+is not imported before a model is made: the ``agent`` package loads LangGraph)."""
 
 
 class SetupError(TurnkitError):
@@ -261,12 +263,9 @@ def _not_found(option: str, spec: str, missing: str, here: str) -> str:
 def make_model(name: str | None, base_url: str | None) -> Any:
     """The chat model for ``--model`` / ``--base-url``; ``scripted`` is the offline demo model."""
     name = name or os.environ.get("TURNKIT_MODEL") or "gpt-4o-mini"
-    if name == SCRIPTED:
-        from turnkit.demo import scripted_demo_model
-
-        return scripted_demo_model()
     url = base_url or os.environ.get("OPENAI_BASE_URL")
-    if not url and not os.environ.get("OPENAI_API_KEY") and ":" not in name:
+    needs_server = name != SCRIPTED and ":" not in name  # Agent("scripted") is the same model
+    if needs_server and not url and not os.environ.get("OPENAI_API_KEY"):
         raise SetupError(
             "no model is configured. Set OPENAI_API_KEY to use OpenAI, or OPENAI_BASE_URL (or"
             " --base-url) for an OpenAI-compatible server such as vLLM, llama.cpp or Ollama,"
@@ -276,4 +275,5 @@ def make_model(name: str | None, base_url: str | None) -> Any:
         )
     from turnkit.agent.models import resolve_model
 
-    return resolve_model(name if ":" in name else f"openai:{name}", base_url=url)
+    named = name if ":" in name or name == SCRIPTED else f"openai:{name}"
+    return resolve_model(named, base_url=url)
