@@ -170,3 +170,28 @@ def test_the_scripted_model_answers_a_question_it_cannot_follow_with_what_it_can
     assert "→" not in child.before  # no tool call: no price cut
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+
+
+# --- 4. two terminals on one thread ------------------------------------------------------------
+
+
+def test_an_answer_to_a_write_decided_in_another_terminal_says_who_decided_what(tmp_path):
+    first = spawn(["chat", "--demo", "--model", "scripted", "--thread", "t-two"], tmp_path)
+    ask_for_a_price_change(first)
+    second = spawn(["chat", "--demo", "--model", "scripted", "--thread", "t-two"], tmp_path)
+    second.expect(words("1 write(s) of this thread wait for your decision"))
+    second.expect(words("approve, edit or reject"))
+    first.sendline("r")
+    first.expect(words("why (optional"))
+    first.sendline("not today")
+    first.expect(words("The price change was rejected"))
+    first.expect("you>")
+    second.sendline("a")
+    second.expect(words("already decided elsewhere:"))
+    second.expect(words("catalogue.set_prices rejected by session:demo at"))
+    second.expect(words("your answer changes nothing"))
+    second.expect("you>")
+    assert "← ok" not in second.before
+    for child in (first, second):
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)

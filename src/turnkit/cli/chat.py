@@ -28,6 +28,8 @@ from turnkit.turn.context import TurnContext
 from turnkit.turn.keys import thread_of
 
 Decide = Callable[[dict[str, Any]], Any]
+"""Ask for the decision on a held write (its interrupt entry); None: it was decided elsewhere, so
+the resume leaves it out (and the decision taken there is honoured)."""
 
 CHOICES = {"a": "approve", "approve": "approve", "e": "edit", "edit": "edit", "r": "reject",
            "reject": "reject"}  # fmt: skip
@@ -62,7 +64,9 @@ def run_turn(
         decisions = {}
         for entry in interrupts[0].value["confirmations"]:
             render.held(console, entry)
-            decisions[entry["confirmation_id"]] = decide(entry)
+            decision = decide(entry)
+            if decision is not None:
+                decisions[entry["confirmation_id"]] = decision
         request = Command(resume=decisions)
 
 
@@ -82,33 +86,46 @@ def _show(console: Console, messages: list[Any]) -> str:
     return answer
 
 
-def ask(console: Console) -> Decide:
-    """Ask the person at the terminal: approve, edit (new JSON arguments) or reject; no default."""
+def ask(console: Console, executor: Executor) -> Decide:
+    """Ask the person at the terminal: approve, edit (new JSON arguments) or reject; no default.
+    A write decided elsewhere while the prompt waited (another terminal on the thread, ``turnkit
+    confirmations``, the inbox) is told: who decided what, and that this answer changes nothing."""
 
     def decide(entry: dict[str, Any]) -> Any:
-        choice = _choice(console)
-        if choice == "approve":
-            return "approve"
-        if choice == "reject":
-            message = _read(console, "why (optional, Enter for none): ")
-            return {"action": "reject", "message": message.strip() or None}
-        shown = json.dumps(entry["arguments"], ensure_ascii=False)
-        console.print(f"[dim]the arguments now: {escape(shown)}[/]")
-        while True:
-            text = _read(console, "new arguments (one JSON object): ")
-            try:
-                arguments = json.loads(text)
-            except ValueError as exc:
-                console.print(f"[red]not JSON ({escape(str(exc))}); try again[/]")
-                continue
-            problem = json_problem(arguments) if isinstance(arguments, dict) else "not an object"
-            if problem is None:
-                return {"action": "edit", "arguments": arguments}
-            console.print(
-                f"[red]the arguments must be one plain JSON object ({problem}); try again[/]"
-            )
+        answer = _decision(console, entry)
+        found = executor.confirmation(entry["confirmation_id"])
+        if found is None or found.status == "pending":
+            return answer
+        console.print(
+            f"[yellow]already decided elsewhere[/]: {escape(render.decided(found))}\n[dim]your"
+            " answer changes nothing; the chat goes on[/]"
+        )
+        return None
 
     return decide
+
+
+def _decision(console: Console, entry: dict[str, Any]) -> Any:
+    """The person's decision on ``entry``: ``approve``, a rejection or an edit."""
+    choice = _choice(console)
+    if choice == "approve":
+        return "approve"
+    if choice == "reject":
+        message = _read(console, "why (optional, Enter for none): ")
+        return {"action": "reject", "message": message.strip() or None}
+    shown = json.dumps(entry["arguments"], ensure_ascii=False)
+    console.print(f"[dim]the arguments now: {escape(shown)}[/]")
+    while True:
+        text = _read(console, "new arguments (one JSON object): ")
+        try:
+            arguments = json.loads(text)
+        except ValueError as exc:
+            console.print(f"[red]not JSON ({escape(str(exc))}); try again[/]")
+            continue
+        problem = json_problem(arguments) if isinstance(arguments, dict) else "not an object"
+        if problem is None:
+            return {"action": "edit", "arguments": arguments}
+        console.print(f"[red]the arguments must be one plain JSON object ({problem}); try again[/]")
 
 
 def _choice(console: Console) -> str:
@@ -137,7 +154,7 @@ def chat_loop(
     console: Console,
 ) -> None:
     """Resume what the thread waits for, then one turn per message until the person leaves."""
-    decide = ask(console)
+    decide = ask(console, executor)
     resume_waiting(graph, executor, config, context, console, decide)
     while True:
         text = _read(console, "[bold green]you>[/] ")
