@@ -195,3 +195,30 @@ def test_an_answer_to_a_write_decided_in_another_terminal_says_who_decided_what(
     for child in (first, second):
         child.sendline("/quit")
         child.expect(pexpect.EOF)
+
+
+# --- 9. the demo leaves no folder in the temporary directory -----------------------------------
+
+
+def in_temp(tmp_path: Path) -> dict[str, str]:
+    """The environment of a ``turnkit`` whose temporary directory is ``tmp_path/temp``."""
+    (tmp_path / "temp").mkdir()
+    return {**env(), "TMPDIR": str(tmp_path / "temp")}
+
+
+@pytest.mark.parametrize("extra", [[], ["--db", "nowhere/x.sqlite"]], ids=["whole", "bad-db"])
+def test_the_demo_leaves_its_temporary_directory_as_it_found_it(tmp_path, extra):
+    done = subprocess.run([TURNKIT, "demo", *extra], cwd=tmp_path, env=in_temp(tmp_path),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == (2 if extra else 0), done.stdout + done.stderr
+    assert list((tmp_path / "temp").iterdir()) == []
+
+
+def test_the_demo_stopped_by_ctrl_c_leaves_no_folder(tmp_path):
+    child = pexpect.spawn(TURNKIT, ["demo"], cwd=str(tmp_path), env=in_temp(tmp_path),
+                          encoding="utf-8", timeout=60)  # fmt: skip
+    child.expect(words("you> Make our first product"))
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert list((tmp_path / "temp").iterdir()) == []

@@ -197,6 +197,13 @@ def demo(
     ] = None,
 ) -> None:
     """The whole flow offline on the demo catalogue, with the scripted demo model."""
+    # its folder goes on every exit: the end, a mistake (exit 2), an error, Ctrl-C
+    with tempfile.TemporaryDirectory(prefix="turnkit-demo-", ignore_cleanup_errors=True) as made:
+        _demo(Path(made), db)
+
+
+def _demo(folder: Path, db: str | None) -> None:
+    """``turnkit demo`` in ``folder``: the catalogue's file, and the storage unless ``db``."""
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
@@ -205,7 +212,6 @@ def demo(
     from turnkit.graph.build import build_turn_graph
     from turnkit.turn.context import TurnContext
 
-    folder = Path(tempfile.mkdtemp(prefix="turnkit-demo-"))
     opened = session(
         db or str(folder / "turnkit.sqlite"),
         [],
@@ -220,7 +226,8 @@ def demo(
         console.print(
             "[bold]turnkit demo[/] · [yellow]scripted demo model: no language model is used[/]"
         )
-        console.print(f"[dim]storage {opened.storage.url} · caller {opened.caller.identity}[/]")
+        where = shown(db) if db else "a temporary folder, removed at the end (--db FILE keeps it)"
+        console.print(f"[dim]storage {escape(where)} · caller {opened.caller.identity}[/]")
         graph = build_turn_graph(
             opened.executor, make_model(SCRIPTED, None), checkpointer=opened.storage.checkpointer
         )
