@@ -4,11 +4,14 @@ current folder, the closing "continue with" line, Ctrl-C at start, two terminals
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import re
 import shlex
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pexpect
@@ -17,6 +20,7 @@ import pytest
 from test_cli import TURNKIT, ask_for_a_price_change, env, flat, words
 from test_cli_first_hour import no_traceback
 from turnkit.cli.chat import COMMANDS  # internal: the commands the chat says it has
+from turnkit.cli.options import STOPPED  # internal: the line a Ctrl-C ends with
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
@@ -222,3 +226,48 @@ def test_the_demo_stopped_by_ctrl_c_leaves_no_folder(tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert list((tmp_path / "temp").iterdir()) == []
+
+
+# --- 3. Ctrl-C at any moment: one line, exit status 130 ------------------------------------------
+
+EARLY = [0.0, 0.1, 0.3, 0.6, 1.0, 1.5]
+"""Seconds after the start to press Ctrl-C: while Python starts, imports turnkit, parses the
+options, opens the storage, builds the graph (the moments are the point: no state to wait for)."""
+
+
+@pytest.mark.parametrize("delay", EARLY)
+@pytest.mark.parametrize(
+    "command", [["demo"], ["chat", "--demo", "--model", "scripted"]], ids=["demo", "chat"]
+)
+def test_ctrl_c_in_the_first_moments_ends_in_one_line_with_status_130(tmp_path, command, delay):
+    child = pexpect.spawn(TURNKIT, command, cwd=str(tmp_path), env=in_temp(tmp_path),
+                          encoding="utf-8", timeout=60)  # fmt: skip
+    child.logfile_read = shown = io.StringIO()
+    time.sleep(delay)
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    said = shown.getvalue()
+    assert "Traceback" not in said, said
+    assert "KeyboardInterrupt" not in said, said
+    lines = [line for line in said.splitlines() if line.strip() and line.strip() != "^C"]
+    if command == ["demo"] and "the price write ran 1 time(s)" in said:
+        assert child.exitstatus == 0  # the demo was done before the Ctrl-C
+    elif child.signalstatus is not None:  # what a shell reports as 130 too: before Python could
+        assert child.signalstatus == signal.SIGINT  # catch it, or once the command had ended
+        assert not lines or "the price write ran" in said or "bye · continue with:" in said, said
+    else:
+        assert child.exitstatus == 130, said
+        assert lines[-1].strip() == STOPPED or lines[-1].startswith("bye · continue with:"), said
+    assert list((tmp_path / "temp").iterdir()) == []
+
+
+def test_ctrl_c_at_the_chats_prompt_says_how_to_continue_and_ends_with_status_130(tmp_path):
+    child = spawn(["chat", "--demo", "--model", "scripted", "--thread", "t-c"], tmp_path)
+    child.expect("you>")
+    child.sendintr()
+    child.expect(words("bye · continue with: turnkit chat --demo --thread t-c"))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert STOPPED not in child.before  # the closing line is the one line

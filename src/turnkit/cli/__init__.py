@@ -9,6 +9,7 @@ A person's mistake is told in one or two lines (``options.friendly``), never as 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import uuid
@@ -20,6 +21,8 @@ from rich.markup import escape
 
 from turnkit.cli import audit, confirmations, keys, ledger, notify, report, serve, settings
 from turnkit.cli.options import (
+    INTERRUPTED,
+    STOPPED,
     USAGE,
     Act,
     Catalogue,
@@ -27,6 +30,7 @@ from turnkit.cli.options import (
     Demo,
     EntryPoints,
     Grants,
+    Interrupted,
     Modules,
     Permissions,
     User,
@@ -119,6 +123,7 @@ def chat(
          ("--user", None if user == "demo" else user), ("--grant", grant),
          ("--permissions", permissions), ("--act", act)],
     )  # fmt: skip
+    interrupted = False
     try:
         graph = build_turn_graph(
             opened.executor, chat_model, checkpointer=opened.storage.checkpointer
@@ -139,15 +144,19 @@ def chat(
             "[dim]type a message; /help lists the commands; /quit, Ctrl-D or Ctrl-C to leave[/]"
         )
         chat_loop(graph, opened.executor, config, TurnContext(caller=opened.caller), console)
-    except (Left, KeyboardInterrupt):
+    except (Left, KeyboardInterrupt) as left:
+        interrupted = not isinstance(left, Left) or left.interrupted
+        console.print()  # off the prompt's line
         waiting = waiting_in(opened.executor, opened.caller, thread_id)
         if waiting:
             console.print(
-                f"\n[yellow]{len(waiting)} write(s) still wait for a decision in this thread[/]"
+                f"[yellow]{len(waiting)} write(s) still wait for a decision in this thread[/]"
             )
     finally:
         console.print(f"[dim]bye · {escape(hint)}[/]")
         opened.close()
+    if interrupted:
+        raise Interrupted()
 
 
 @app.command()
@@ -258,12 +267,19 @@ def _demo(folder: Path, db: str | None) -> None:
 
 def main() -> None:
     """The ``turnkit`` console script: a failure the commands did not foresee (say, in the
-    application's own module or provider) is told in a line, with how to see the traceback."""
+    application's own module or provider) is told in a line, with how to see the traceback;
+    Ctrl-C at any moment ends with one line and ``INTERRUPTED`` (the import of turnkit before
+    this runs is guarded by the console script's module, ``_turnkit_entry``)."""
     try:
         sys.exit(app())
-    except KeyboardInterrupt:
-        console.print("\n[dim]stopped[/]")
-        sys.exit(130)
+    except Interrupted:
+        raise
+    except SystemExit as done:
+        if done.code == INTERRUPTED:  # Typer's answer to a Ctrl-C in a command: exit 130, silently
+            stopped()
+        raise
+    except KeyboardInterrupt:  # outside a command (parsing the options)
+        stopped()
     except Exception as exc:
         if os.environ.get("TURNKIT_DEBUG"):
             raise
@@ -271,6 +287,14 @@ def main() -> None:
         console.print(f"[red]turnkit stopped: {escape(reason)}[/]")
         console.print("[dim]TURNKIT_DEBUG=1 shows the traceback[/]")
         sys.exit(1)
+
+
+def stopped() -> None:
+    """End with ``STOPPED`` and ``INTERRUPTED``; a second Ctrl-C while closing ends the process
+    at once, without a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    console.print(f"\n[dim]{STOPPED}[/]")
+    sys.exit(INTERRUPTED)
 
 
 __all__ = ["USAGE", "app", "main"]

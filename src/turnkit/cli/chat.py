@@ -37,7 +37,12 @@ CHOICES = {"a": "approve", "approve": "approve", "e": "edit", "edit": "edit", "r
 
 
 class Left(Exception):
-    """The person left the chat (Ctrl-C, Ctrl-D, /quit)."""
+    """The person left the chat at a prompt (Ctrl-C, Ctrl-D)."""
+
+    def __init__(self, *, interrupted: bool) -> None:
+        super().__init__("Ctrl-C" if interrupted else "Ctrl-D")
+        self.interrupted = interrupted
+        """Left with Ctrl-C: the command ends with ``options.INTERRUPTED``."""
 
 
 def run_turn(
@@ -142,8 +147,10 @@ def _choice(console: Console) -> str:
 def _read(console: Console, prompt: str) -> str:
     try:
         return console.input(prompt)
-    except (EOFError, KeyboardInterrupt):
-        raise Left from None
+    except EOFError:
+        raise Left(interrupted=False) from None
+    except KeyboardInterrupt:
+        raise Left(interrupted=True) from None
 
 
 def chat_loop(

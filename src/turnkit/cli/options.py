@@ -27,6 +27,19 @@ ALREADY_DECIDED = 3
 """Exit status of a decision on a confirmation decided before: nothing ran now."""
 REFUSED = 1
 """Exit status of a decision the executor refused, or a write that answered an error."""
+INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+STOPPED = "stopped (Ctrl-C)"
+"""The one line a command stopped by Ctrl-C ends with, unless it said goodbye itself."""
+
+
+class Interrupted(SystemExit):
+    """Ctrl-C, told already by the command (the chat's closing line): ``main`` adds nothing and
+    the command ends with ``INTERRUPTED``."""
+
+    def __init__(self) -> None:
+        super().__init__(INTERRUPTED)
+
 
 Db = Annotated[
     str | None,
