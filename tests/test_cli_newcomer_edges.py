@@ -251,8 +251,8 @@ def test_ctrl_c_in_the_first_moments_ends_in_one_line_with_status_130(tmp_path, 
     assert "Traceback" not in said, said
     assert "KeyboardInterrupt" not in said, said
     lines = [line for line in said.splitlines() if line.strip() and line.strip() != "^C"]
-    if command == ["demo"] and "the price write ran 1 time(s)" in said:
-        assert child.exitstatus == 0  # the demo was done before the Ctrl-C
+    if command == ["demo"] and "the price write ran 1 time(s)" in said:  # done before the Ctrl-C
+        assert child.exitstatus == 0 or child.signalstatus == signal.SIGINT  # or while closing
     elif child.signalstatus is not None:  # what a shell reports as 130 too: before Python could
         assert child.signalstatus == signal.SIGINT  # catch it, or once the command had ended
         assert not lines or "the price write ran" in said or "bye · continue with:" in said, said
