@@ -389,7 +389,7 @@ def test_a_bad_db_is_told_in_a_line_or_two_by_every_command(tmp_path, db, said, 
             "--user must name the signed-in user",
         ),
         (["tools", "--demo", "--caller", "robot:x"], "--caller 'robot:x': use session:<user>"),
-        (["tools", "--module", "no_such_pkg:Thing"], "--module 'no_such_pkg:Thing' could not"),
+        (["tools", "--module", "no_such_pkg:Thing"], "--module 'no_such_pkg:Thing': no module"),
         (
             ["tools", "--demo", "--permissions", "json:dumps"],
             "--permissions 'json:dumps' failed when called (TypeError: Object of type Caller is"

@@ -212,5 +212,5 @@ def test_json_create_keeps_its_warnings_off_the_json(tmp_path):
 def test_a_module_that_does_not_load_makes_no_key(tmp_path):
     done = create("--module", "no_such_pkg:Thing", "--scope", "shop.products:read", cwd=tmp_path)
     assert done.returncode == 2
-    assert "--module 'no_such_pkg:Thing' could not" in " ".join(done.stdout.split())
+    assert "--module 'no_such_pkg:Thing': no module 'no_such_pkg'" in " ".join(done.stdout.split())
     assert "no keys yet" in keys("list", db=str(tmp_path / "t.sqlite"), cwd=tmp_path).stdout

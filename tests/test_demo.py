@@ -29,7 +29,7 @@ from turnkit.demo import (
     ledger_path,
     scripted_demo_model,
 )
-from turnkit.demo.model import LABEL, LIST_TOOL, SET_PRICES_TOOL
+from turnkit.demo.model import CAN_DO, LABEL, LIST_TOOL, SET_PRICES_TOOL
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.turn.tools import for_model
 
@@ -388,14 +388,24 @@ def test_the_scripted_model_follows_its_script():
 async def test_the_scripted_model_works_async_and_without_write_tools():
     model = scripted_demo_model()
     reads_only = model.bind_tools(TOOLS[:1])
-    first = await reads_only.ainvoke([HumanMessage("hi")])
+    first = await reads_only.ainvoke([HumanMessage("show the products")])
     assert first.tool_calls[0]["name"] == LIST_TOOL
     listed = {"executed": True, "status": "ok", "result": {"items": [], "total": 0}}
-    empty = await reads_only.ainvoke([HumanMessage("hi"), first, _tool_result(first, listed)])
+    asked = HumanMessage("show the products")
+    empty = await reads_only.ainvoke([asked, first, _tool_result(first, listed)])
     assert "no products" in empty.content
     nothing = await model.ainvoke([HumanMessage("hi")])
     assert not nothing.tool_calls
     assert nothing.content.startswith(LABEL)
+
+
+@pytest.mark.parametrize("said", ["what's the weather", "/help", "hi"])
+def test_the_scripted_model_says_what_it_can_do_to_what_it_does_not_follow(said):
+    model = scripted_demo_model().bind_tools(TOOLS)
+    answer = model.invoke([HumanMessage(said)])
+    assert not answer.tool_calls  # no price cut for a message about something else
+    assert answer.content == f"{LABEL} {CAN_DO}"
+    assert "make the first product cheaper" in answer.content
 
 
 def _tool_result(ai: AIMessage, answer: dict) -> ToolMessage:
@@ -448,7 +458,9 @@ async def test_an_async_turn_with_a_rejection_changes_nothing(executor, db):
     graph = build_turn_graph(executor, scripted_demo_model(), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "demo-2"}}
     context = TurnContext(caller=DEMO_CALLER)
-    stopped = await graph.ainvoke({"messages": [("user", "go")]}, config, context=context)
+    stopped = await graph.ainvoke(
+        {"messages": [("user", "make it cheaper")]}, config, context=context
+    )
     cid = stopped["__interrupt__"][0].value["confirmations"][0]["confirmation_id"]
     resume = Command(resume={cid: {"action": "reject", "message": "not now"}})
     done = await graph.ainvoke(resume, config, context=context)

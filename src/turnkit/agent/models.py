@@ -1,5 +1,7 @@
 """Chat models for ``Agent`` and ``chat``: any LangChain chat model, or a string naming one.
 
+``"scripted"`` is the offline, rule-based demo model (``agent/scripted.py``), the same name
+``turnkit chat --model scripted`` takes; no language model, no network.
 ``"openai:gpt-4o-mini"`` (or any ``provider:model`` that ``init_chat_model`` knows) is built on
 demand. For OpenAI-compatible servers — vLLM, llama.cpp's server, Ollama — give ``base_url=`` or
 set ``OPENAI_BASE_URL``; a local server needs no key (``OPENAI_API_KEY`` is used when set). With
@@ -23,7 +25,10 @@ from typing import Any
 
 from turnkit.errors import ModelError
 
-__all__ = ["model_error", "resolve_model", "with_own_client"]
+__all__ = ["SCRIPTED", "model_error", "resolve_model", "with_own_client"]
+
+SCRIPTED = "scripted"
+"""The name of the scripted demo model (``agent/scripted.py``): offline, rule-based."""
 
 UNKNOWN_PROVIDER = "Unsupported provider="
 """How ``init_chat_model`` starts its refusal of a provider it does not know (pinned by
@@ -39,6 +44,7 @@ def resolve_model(model: Any, *, base_url: str | None = None, **options: Any) ->
     ``"provider:model"`` names a provider LangChain knows; ``"openai:<model>"`` or a bare name is
     OpenAI or, with ``base_url`` (or ``OPENAI_BASE_URL``), an OpenAI-compatible server, whose
     model names may carry a tag (``"llama3.1:8b"``: no provider is called ``llama3.1``).
+    ``"scripted"`` is the scripted demo model (``SCRIPTED``), which needs no key and no server.
 
     Raises:
         ModelError: ``model`` is neither a chat model nor a string, names a provider that is
@@ -55,6 +61,10 @@ def resolve_model(model: Any, *, base_url: str | None = None, **options: Any) ->
                 f" got {type(model).__name__}"
             )
         return model
+    if model == SCRIPTED:
+        from turnkit.agent.scripted import scripted_demo_model
+
+        return scripted_demo_model()
     provider, _, name = model.partition(":")
     if not name:
         provider, name = "openai", model

@@ -10,6 +10,7 @@ A person's mistake is told in one or two lines (``options.friendly``), never as 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import uuid
@@ -33,6 +34,8 @@ from turnkit.cli import (
 from turnkit.cli.options import (
     FAILED,
     HELP_MARKUP,
+    INTERRUPTED,
+    STOPPED,
     USAGE,
     Act,
     Catalogue,
@@ -42,17 +45,18 @@ from turnkit.cli.options import (
     Grants,
     GrantsOrPermissions,
     HelpGroup,
+    Interrupted,
     Modules,
     User,
     console,
     friendly,
-    loading,
     need_tools,
+    repeated,
     session,
 )
 from turnkit.cli.session import SCRIPTED
 from turnkit.errors import StorageError
-from turnkit.ledger.urls import pooler_problem
+from turnkit.ledger.urls import pooler_problem, shown
 
 app = typer.Typer(
     name="turnkit",
@@ -119,7 +123,7 @@ def chat(
     """Chat in the terminal; held writes are shown with their arguments and decided here."""
     from langchain_core.runnables import RunnableConfig
 
-    from turnkit.cli.chat import Left, chat_loop
+    from turnkit.cli.chat import Left, chat_loop, waiting_in
     from turnkit.cli.session import make_model
     from turnkit.graph.build import build_turn_graph
     from turnkit.turn.context import TurnContext
@@ -129,7 +133,15 @@ def chat(
         chat_model = make_model(model, base_url)
     opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
     thread_id = thread or f"chat-{uuid.uuid4().hex[:8]}"
-    hint = f"continue with: turnkit chat {loading(module, entry_points, demo)} --thread {thread_id}"
+    hint = "continue with: " + repeated(
+        "turnkit chat",
+        [("--demo", demo), ("--module", module), ("--entry-points", entry_points),
+         ("--thread", thread_id), ("--model", model), ("--base-url", base_url),
+         ("--db", shown(db) if db else None), ("--catalogue", catalogue),
+         ("--user", None if user == "demo" else user), ("--grant", grant),
+         ("--permissions", permissions), ("--act", act)],
+    )  # fmt: skip
+    interrupted = False
     try:
         graph = build_turn_graph(
             opened.executor, chat_model, checkpointer=opened.storage.checkpointer
@@ -137,7 +149,7 @@ def chat(
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         label = (
             " [yellow](scripted demo model: no language model is used)[/]"
-            if model == SCRIPTED
+            if (model or os.environ.get("TURNKIT_MODEL")) == SCRIPTED
             else ""
         )
         console.print(
@@ -146,15 +158,23 @@ def chat(
         )
         if thread is not None and not graph.get_state(config).values:
             console.print(f"[dim]no conversation {thread!r} yet: a new one starts[/]")
-        console.print("[dim]type a message; /quit, Ctrl-D or Ctrl-C to leave[/]")
+        console.print(
+            "[dim]type a message; /help lists the commands; /quit, Ctrl-D or Ctrl-C to leave[/]"
+        )
         chat_loop(graph, opened.executor, config, TurnContext(caller=opened.caller), console)
-    except (Left, KeyboardInterrupt):
-        waiting = opened.executor.pending(opened.caller)
+    except (Left, KeyboardInterrupt) as left:
+        interrupted = not isinstance(left, Left) or left.interrupted
+        console.print()  # off the prompt's line
+        waiting = waiting_in(opened.executor, opened.caller, thread_id)
         if waiting:
-            console.print(f"\n[yellow]{len(waiting)} write(s) still wait for a decision[/]")
+            console.print(
+                f"[yellow]{len(waiting)} write(s) still wait for a decision in this thread[/]"
+            )
     finally:
         console.print(f"[dim]bye · {escape(hint)}[/]")
         opened.close()
+    if interrupted:
+        raise Interrupted()
 
 
 @app.command()
@@ -204,6 +224,13 @@ def demo(
     ] = None,
 ) -> None:
     """The whole flow offline on the demo catalogue, with the scripted demo model."""
+    # its folder goes on every exit: the end, a mistake (exit 2), an error, Ctrl-C
+    with tempfile.TemporaryDirectory(prefix="turnkit-demo-", ignore_cleanup_errors=True) as made:
+        _demo(Path(made), db)
+
+
+def _demo(folder: Path, db: str | None) -> None:
+    """``turnkit demo`` in ``folder``: the catalogue's file, and the storage unless ``db``."""
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
@@ -212,7 +239,6 @@ def demo(
     from turnkit.graph.build import build_turn_graph
     from turnkit.turn.context import TurnContext
 
-    folder = Path(tempfile.mkdtemp(prefix="turnkit-demo-"))
     opened = session(
         db or str(folder / "turnkit.sqlite"),
         [],
@@ -227,7 +253,8 @@ def demo(
         console.print(
             "[bold]turnkit demo[/] · [yellow]scripted demo model: no language model is used[/]"
         )
-        console.print(f"[dim]storage {opened.storage.url} · caller {opened.caller.identity}[/]")
+        where = shown(db) if db else "a temporary folder, removed at the end (--db FILE keeps it)"
+        console.print(f"[dim]storage {escape(where)} · caller {opened.caller.identity}[/]")
         graph = build_turn_graph(
             opened.executor, make_model(SCRIPTED, None), checkpointer=opened.storage.checkpointer
         )
@@ -258,12 +285,19 @@ def demo(
 
 def main() -> None:
     """The ``turnkit`` console script: a failure the commands did not foresee (say, in the
-    application's own module or provider) is told in a line, with how to see the traceback."""
+    application's own module or provider) is told in a line, with how to see the traceback;
+    Ctrl-C at any moment ends with one line and ``INTERRUPTED`` (the import of turnkit before
+    this runs is guarded by the console script's module, ``_turnkit_entry``)."""
     try:
         sys.exit(app())
-    except KeyboardInterrupt:
-        console.print("\n[dim]stopped[/]")
-        sys.exit(130)
+    except Interrupted:
+        raise
+    except SystemExit as done:
+        if done.code == INTERRUPTED:  # Typer's answer to a Ctrl-C in a command: exit 130, silently
+            stopped()
+        raise
+    except KeyboardInterrupt:  # outside a command (parsing the options)
+        stopped()
     except Exception as exc:
         if os.environ.get("TURNKIT_DEBUG"):
             raise
@@ -275,6 +309,14 @@ def main() -> None:
         console.print(f"[red]turnkit stopped: {escape(reason)}[/]")
         console.print("[dim]TURNKIT_DEBUG=1 shows the traceback[/]")
         sys.exit(FAILED)
+
+
+def stopped() -> None:
+    """End with ``STOPPED`` and ``INTERRUPTED``; a second Ctrl-C while closing ends the process
+    at once, without a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    console.print(f"\n[dim]{STOPPED}[/]")
+    sys.exit(INTERRUPTED)
 
 
 __all__ = ["USAGE", "app", "main"]

@@ -21,10 +21,15 @@ from rich.markup import escape
 from turnkit.cli import render
 from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.executor.executor import Executor
+from turnkit.ledger.records import Confirmation
+from turnkit.registry.caller import Caller
 from turnkit.registry.json_limits import json_problem
 from turnkit.turn.context import TurnContext
+from turnkit.turn.keys import thread_of
 
 Decide = Callable[[dict[str, Any]], Any]
+"""Ask for the decision on a held write (its interrupt entry); None: it was decided elsewhere, so
+the resume leaves it out (and the decision taken there is honoured)."""
 
 CHOICES = {"a": "approve", "approve": "approve", "e": "edit", "edit": "edit", "r": "reject",
            "reject": "reject"}  # fmt: skip
@@ -32,7 +37,12 @@ CHOICES = {"a": "approve", "approve": "approve", "e": "edit", "edit": "edit", "r
 
 
 class Left(Exception):
-    """The person left the chat (Ctrl-C, Ctrl-D, /quit)."""
+    """The person left the chat at a prompt (Ctrl-C, Ctrl-D)."""
+
+    def __init__(self, *, interrupted: bool) -> None:
+        super().__init__("Ctrl-C" if interrupted else "Ctrl-D")
+        self.interrupted = interrupted
+        """Left with Ctrl-C: the command ends with ``options.INTERRUPTED``."""
 
 
 def run_turn(
@@ -59,7 +69,9 @@ def run_turn(
         decisions = {}
         for entry in interrupts[0].value["confirmations"]:
             render.held(console, entry)
-            decisions[entry["confirmation_id"]] = decide(entry)
+            decision = decide(entry)
+            if decision is not None:
+                decisions[entry["confirmation_id"]] = decision
         request = Command(resume=decisions)
 
 
@@ -79,33 +91,46 @@ def _show(console: Console, messages: list[Any]) -> str:
     return answer
 
 
-def ask(console: Console) -> Decide:
-    """Ask the person at the terminal: approve, edit (new JSON arguments) or reject; no default."""
+def ask(console: Console, executor: Executor) -> Decide:
+    """Ask the person at the terminal: approve, edit (new JSON arguments) or reject; no default.
+    A write decided elsewhere while the prompt waited (another terminal on the thread, ``turnkit
+    confirmations``, the inbox) is told: who decided what, and that this answer changes nothing."""
 
     def decide(entry: dict[str, Any]) -> Any:
-        choice = _choice(console)
-        if choice == "approve":
-            return "approve"
-        if choice == "reject":
-            message = _read(console, "why (optional, Enter for none): ")
-            return {"action": "reject", "message": message.strip() or None}
-        shown = json.dumps(entry["arguments"], ensure_ascii=False)
-        console.print(f"[dim]the arguments now: {escape(shown)}[/]")
-        while True:
-            text = _read(console, "new arguments (one JSON object): ")
-            try:
-                arguments = json.loads(text)
-            except ValueError as exc:
-                console.print(f"[red]not JSON ({escape(str(exc))}); try again[/]")
-                continue
-            problem = json_problem(arguments) if isinstance(arguments, dict) else "not an object"
-            if problem is None:
-                return {"action": "edit", "arguments": arguments}
-            console.print(
-                f"[red]the arguments must be one plain JSON object ({problem}); try again[/]"
-            )
+        answer = _decision(console, entry)
+        found = executor.confirmation(entry["confirmation_id"])
+        if found is None or found.status == "pending":
+            return answer
+        console.print(
+            f"[yellow]already decided elsewhere[/]: {escape(render.decided(found))}\n[dim]your"
+            " answer changes nothing; the chat goes on[/]"
+        )
+        return None
 
     return decide
+
+
+def _decision(console: Console, entry: dict[str, Any]) -> Any:
+    """The person's decision on ``entry``: ``approve``, a rejection or an edit."""
+    choice = _choice(console)
+    if choice == "approve":
+        return "approve"
+    if choice == "reject":
+        message = _read(console, "why (optional, Enter for none): ")
+        return {"action": "reject", "message": message.strip() or None}
+    shown = json.dumps(entry["arguments"], ensure_ascii=False)
+    console.print(f"[dim]the arguments now: {escape(shown)}[/]")
+    while True:
+        text = _read(console, "new arguments (one JSON object): ")
+        try:
+            arguments = json.loads(text)
+        except ValueError as exc:
+            console.print(f"[red]not JSON ({escape(str(exc))}); try again[/]")
+            continue
+        problem = json_problem(arguments) if isinstance(arguments, dict) else "not an object"
+        if problem is None:
+            return {"action": "edit", "arguments": arguments}
+        console.print(f"[red]the arguments must be one plain JSON object ({problem}); try again[/]")
 
 
 def _choice(console: Console) -> str:
@@ -122,8 +147,10 @@ def _choice(console: Console) -> str:
 def _read(console: Console, prompt: str) -> str:
     try:
         return console.input(prompt)
-    except (EOFError, KeyboardInterrupt):
-        raise Left from None
+    except EOFError:
+        raise Left(interrupted=False) from None
+    except KeyboardInterrupt:
+        raise Left(interrupted=True) from None
 
 
 def chat_loop(
@@ -134,14 +161,41 @@ def chat_loop(
     console: Console,
 ) -> None:
     """Resume what the thread waits for, then one turn per message until the person leaves."""
-    decide = ask(console)
+    decide = ask(console, executor)
     resume_waiting(graph, executor, config, context, console, decide)
     while True:
         text = _read(console, "[bold green]you>[/] ")
-        if text.strip() in ("/quit", "/exit"):
+        command = text.strip().lower()
+        if command in ("/quit", "/exit"):
             return
-        if text.strip():
+        if command == "/help":
+            help_text(console)
+        elif command.startswith("/") and " " not in command:
+            console.print(
+                f"[yellow]the chat has no command {escape(command)!r}[/]: /help lists its commands"
+            )
+        elif command:
             turn(graph, {"messages": [HumanMessage(text)]}, config, context, console, decide)
+
+
+COMMANDS = {
+    "/help": "list these commands",
+    "/quit": "leave the chat (so do /exit, Ctrl-D and Ctrl-C); a held write stays pending, and"
+    " the closing line says how to continue",
+}
+"""What the chat understands besides messages to the model (a line of one word starting with
+``/`` is never sent to the model)."""
+
+
+def help_text(console: Console) -> None:
+    """``/help``: the chat's commands, and what a message and a held write do."""
+    console.print("[bold]commands[/]")
+    for command, said in COMMANDS.items():
+        console.print(f"  {command:<7} {escape(said)}")
+    console.print(
+        "anything else is a message to the model. A write the model asks for waits for your"
+        " decision: a (approve), e (edit its arguments) or r (reject)."
+    )
 
 
 def turn(
@@ -216,4 +270,14 @@ def pending(graph: Any, config: RunnableConfig) -> list[dict[str, Any]]:
         for interrupt in state.interrupts
         if isinstance(interrupt.value, dict)
         for entry in interrupt.value.get("confirmations", [])
+    ]
+
+
+def waiting_in(executor: Executor, caller: Caller, thread_id: str) -> list[Confirmation]:
+    """The writes of ``caller``'s held in the thread ``thread_id`` that still wait for a
+    decision (not those of the caller's other threads)."""
+    return [
+        c
+        for c in executor.pending(caller)
+        if (c.thread_id or thread_of(c.idempotency_key)) == thread_id
     ]

@@ -49,11 +49,25 @@ def answer_status(code: str) -> int:
     """The exit status of an answer that ended with error ``code``: ``FAILED`` when the write ran
     and failed (``FAILURES``), ``USAGE`` when it was refused.
 
-    Example:
+    Examples:
         >>> answer_status("forbidden"), answer_status("tool_error")
         (2, 1)
     """
     return FAILED if code in FAILURES else USAGE
+
+
+INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+STOPPED = "stopped (Ctrl-C)"
+"""The one line a command stopped by Ctrl-C ends with, unless it said goodbye itself."""
+
+
+class Interrupted(SystemExit):
+    """Ctrl-C, told already by the command (the chat's closing line): ``main`` adds nothing and
+    the command ends with ``INTERRUPTED``."""
+
+    def __init__(self) -> None:
+        super().__init__(INTERRUPTED)
 
 
 Db = Annotated[
@@ -171,13 +185,31 @@ def need_tools(modules: list[str] | None, entry_points: bool, demo: bool, exampl
     raise typer.Exit(USAGE)
 
 
-def loading(modules: list[str] | None, entry_points: bool, demo: bool) -> str:
-    """The options that load what a command was given, to repeat in a command it suggests:
-    ``--demo``, or each ``--module`` and ``--entry-points``."""
-    if demo:
-        return "--demo"
-    given = [f"--module {shlex.quote(spec)}" for spec in modules or []]
-    return " ".join(given + (["--entry-points"] if entry_points else []))
+Given = tuple[str, str | bool | list[str] | None]
+"""An option as a person gave it: its flag, and its value (None, False or [] when not given)."""
+
+
+def repeated(command: str, given: list[Given]) -> str:
+    """``command`` with the options a person gave, for a hint to repeat (``continue with: ...``):
+    each quoted for a POSIX shell (``shlex``), a True flag alone, a list once per item, what was
+    not given left out. The caller hides a secret before (a database URL's password:
+    ``ledger.urls.shown``); no turnkit option carries an API key.
+
+    Examples:
+        >>> repeated("turnkit chat", [("--demo", True), ("--model", "llama3.1:8b"),
+        ...                           ("--grant", ["a b", "c"]), ("--db", None)])
+        "turnkit chat --demo --model llama3.1:8b --grant 'a b' --grant c"
+    """
+    words = command.split()
+    for flag, value in given:
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, str):
+            words += [flag, value]
+        elif isinstance(value, list):
+            for item in value:
+                words += [flag, item]
+    return shlex.join(words)
 
 
 def session(
@@ -229,7 +261,7 @@ def period_seconds(text: str) -> int | None:
     """The seconds of a period written as a whole number and a unit (``PERIOD_UNITS``); None
     when ``text`` is not one, or is zero (each option says so in its own words).
 
-    Example:
+    Examples:
         >>> period_seconds("2h"), period_seconds("7D"), period_seconds("0m"), period_seconds("x")
         (7200, 604800, None, None)
     """

@@ -11,6 +11,7 @@ permissions are its own user's (``turnkit.demo.DEMO_USER``), whoever the command
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ from turnkit.storage import Storage, open_storage
 DEFAULT_DB = Path(".turnkit") / "turnkit.sqlite"
 DEFAULT_CATALOGUE = Path(".turnkit") / "catalogue.sqlite"
 SCRIPTED = "scripted"
+"""The scripted demo model's name, as ``turnkit.agent.models.SCRIPTED`` resolves it (that module
+is not imported before a model is made: the ``agent`` package loads LangGraph)."""
 
 
 class SetupError(TurnkitError):
@@ -225,21 +228,44 @@ def _made(option: str, spec: str, make: Callable[..., Any], *args: Any) -> Any:
 
 
 def _resolved(option: str, spec: str) -> Any:
+    """The object ``spec`` names, imported as uvicorn and ``langgraph dev`` import an app: the
+    current folder first on ``sys.path`` (the console script does not put it there), so
+    ``--module myapp:tools`` works from the folder that holds ``myapp.py``."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
     try:
         return resolve(spec)
     except ValueError as exc:
+        missing = exc.__cause__
+        if isinstance(missing, ModuleNotFoundError) and _names_spec(missing.name, spec):
+            raise SetupError(_not_found(option, spec, str(missing.name), here)) from None
         raise SetupError(f"{option} {exc}") from None
+
+
+def _names_spec(missing: str | None, spec: str) -> bool:
+    """Whether the module Python did not find is ``spec``'s own (or a package on its way),
+    not one that the application's module imports."""
+    module = spec.partition(":")[0]
+    return missing is not None and (module == missing or module.startswith(missing + "."))
+
+
+def _not_found(option: str, spec: str, missing: str, here: str) -> str:
+    top = missing.partition(".")[0]
+    return (
+        f"{option} {spec!r}: no module {missing!r} in the current folder ({here}) nor on"
+        f" Python's path (PYTHONPATH, installed packages): run turnkit in the folder that holds"
+        f" {top}.py (or the package folder {top}/), set PYTHONPATH to that folder, or install"
+        " your package (pip install -e .)"
+    )
 
 
 def make_model(name: str | None, base_url: str | None) -> Any:
     """The chat model for ``--model`` / ``--base-url``; ``scripted`` is the offline demo model."""
     name = name or os.environ.get("TURNKIT_MODEL") or "gpt-4o-mini"
-    if name == SCRIPTED:
-        from turnkit.demo import scripted_demo_model
-
-        return scripted_demo_model()
     url = base_url or os.environ.get("OPENAI_BASE_URL")
-    if not url and not os.environ.get("OPENAI_API_KEY") and ":" not in name:
+    needs_server = name != SCRIPTED and ":" not in name  # Agent("scripted") is the same model
+    if needs_server and not url and not os.environ.get("OPENAI_API_KEY"):
         raise SetupError(
             "no model is configured. Set OPENAI_API_KEY to use OpenAI, or OPENAI_BASE_URL (or"
             " --base-url) for an OpenAI-compatible server such as vLLM, llama.cpp or Ollama,"
@@ -249,4 +275,5 @@ def make_model(name: str | None, base_url: str | None) -> Any:
         )
     from turnkit.agent.models import resolve_model
 
-    return resolve_model(name if ":" in name else f"openai:{name}", base_url=url)
+    named = name if ":" in name or name == SCRIPTED else f"openai:{name}"
+    return resolve_model(named, base_url=url)

@@ -1,0 +1,45 @@
+"""The ``turnkit`` console script's first code: Ctrl-C at any moment ends the command with one
+line and exit status 130, never a traceback.
+
+``turnkit.cli.main`` answers a Ctrl-C once it runs; this module covers the half second before it
+can, while Python imports turnkit, its CLI and their libraries. It lives outside the ``turnkit``
+package because importing any ``turnkit.*`` module first runs ``turnkit/__init__.py``, and it
+imports nothing but the standard library before that import.
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import sys
+
+INTERRUPTED = 130
+"""``turnkit.cli.options.INTERRUPTED`` (this module may not import turnkit before it is loaded)."""
+STOPPED = "stopped (Ctrl-C)"
+"""``turnkit.cli.options.STOPPED``."""
+
+
+def main() -> None:
+    """Load the ``turnkit`` command and run it (``turnkit.cli.main``)."""
+    sys.unraisablehook = _unraisable
+    try:
+        from turnkit.cli import main as run
+
+        run()
+    except SystemExit:  # the command has ended: a Ctrl-C while Python shuts down (its threads,
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # atexit) ends it at once, 130 to a shell
+        raise
+    except KeyboardInterrupt:  # while importing, or in main's own closing
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C ends it at once
+        print(f"\n{STOPPED}", flush=True)
+        sys.exit(INTERRUPTED)
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A Ctrl-C that landed where Python cannot raise it (a callback inside a C library, such as
+    pydantic-core building a validator) is raised again at the next line of Python, instead of
+    printed as "Exception ignored" with a traceback and lost."""
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        _thread.interrupt_main()
+        return
+    sys.__unraisablehook__(unraisable)
