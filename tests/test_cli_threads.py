@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 
 from _shop import prices
 from test_cli import TURNKIT, env, flat
 from turnkit import Caller, Executor, Registry
+from turnkit.cli.threads import PAGE, thread_rows  # internal: the command's reader, paged
 from turnkit.graph import TurnContext, build_turn_graph
 from turnkit.storage import open_storage
 from turnkit.testing import ScriptedModel
@@ -73,3 +77,34 @@ def test_threads_of_an_empty_database_says_how_to_start_one(tmp_path):
     done = threads(str(tmp_path / "t.sqlite"), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no threads yet" in done.stdout
+
+
+class Eager:
+    """A checkpointer that reads each ``list`` answer whole before yielding any of it, as
+    LangGraph's PostgreSQL saver does (a client-side cursor): it counts the checkpoints read."""
+
+    def __init__(self, saver) -> None:
+        self.saver, self.read = saver, 0
+
+    def list(self, *args, **kwargs):
+        found = list(self.saver.list(*args, **kwargs))
+        self.read += len(found)
+        yield from found
+
+
+def test_threads_reads_a_page_of_a_long_history_not_all_of_it(tmp_path):
+    """Stopping after ``--limit`` threads saves nothing if the query asked for every checkpoint:
+    on PostgreSQL the whole history (with its stored state) would be loaded into memory."""
+    with open_storage(str(tmp_path / "long.sqlite")) as storage:
+        saver = storage.checkpointer
+        for n in range(PAGE * 3):
+            config = {"configurable": {"thread_id": f"t{n % 7}", "checkpoint_ns": ""}}
+            saver.put(config, empty_checkpoint(), {"step": n}, {})
+        eager = Eager(saver)
+        opened = SimpleNamespace(
+            storage=SimpleNamespace(checkpointer=eager, ledger=storage.ledger),
+            executor=SimpleNamespace(clock=time.time),
+        )
+        rows = thread_rows(opened, limit=3)
+    assert [row.step for row in rows] == [PAGE * 3 - 1, PAGE * 3 - 2, PAGE * 3 - 3]
+    assert eager.read <= PAGE

@@ -8,13 +8,15 @@ row's ``host:pid#token`` on SQLite and behind a pooler, the holder's application
 PostgreSQL advisory lock). A thread with held writes but no checkpoint here (say, a conversation
 run by ``langgraph dev``, whose checkpoints live in its own store) is listed with its holds alone.
 
-The checkpoints are read newest first until ``--limit`` threads are found, so the cost follows
-the recent history, not the whole database.
+The checkpoints are read newest first, a page of ``PAGE`` at a time (a PostgreSQL saver loads a
+whole answer into memory before it yields any of it), until ``--limit`` threads are found: the
+cost follows the recent history, not the whole database.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -31,6 +33,8 @@ from turnkit.turn.keys import thread_of
 
 __all__ = ["ThreadRow", "thread_rows", "threads"]
 
+PAGE = 200
+"""Checkpoints read per query (``list(limit=PAGE, before=the last one read)``)."""
 INTERRUPT = "__interrupt__"
 """The channel of a pending interrupt in a checkpoint's writes (LangGraph's ``INTERRUPT``)."""
 
@@ -71,7 +75,7 @@ class ThreadRow:
 def thread_rows(opened: Session, limit: int) -> list[ThreadRow]:
     """The ``limit`` most recently active threads of ``opened``'s database, newest first."""
     latest: dict[str, Any] = {}
-    for found in opened.storage.checkpointer.list(None):  # newest first, across threads
+    for found in _newest_first(opened.storage.checkpointer):
         configurable = found.config["configurable"]
         if configurable.get("checkpoint_ns"):  # a subgraph's: its thread is listed by the root
             continue
@@ -105,6 +109,20 @@ def thread_rows(opened: Session, limit: int) -> list[ThreadRow]:
         )
     rows.sort(key=lambda row: row.last_activity or 0.0, reverse=True)
     return rows[:limit]
+
+
+def _newest_first(checkpointer: Any) -> Iterator[Any]:
+    """Every checkpoint of every thread, newest first (checkpoint ids grow with time), read a
+    page at a time so that stopping early reads little."""
+    before = None
+    while True:
+        page = list(checkpointer.list(None, limit=PAGE, before=before))
+        yield from page
+        if len(page) < PAGE:
+            return
+        before = {
+            "configurable": {"checkpoint_id": page[-1].config["configurable"]["checkpoint_id"]}
+        }
 
 
 def threads(
