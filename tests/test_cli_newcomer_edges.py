@@ -32,8 +32,9 @@ class Tools:
         return {"notes": []}
 
     def api_tools(self):
-        return [{"name": "notes.read", "scope": "notes.items:read", "permission": "notes.view",
-                 "handler": self.read, "read_only": True,
+        return [{"name": "notes.list_notes", "scope": "notes.items:read",
+                 "permission": "notes.view", "handler": self.read,
+                 "annotations": {"read_only": True},
                  "input_schema": {"type": "object", "properties": {}}}]
 """
 
@@ -62,8 +63,9 @@ def test_a_module_in_the_current_folder_is_found(tmp_path, command):
     done = turnkit(*command, "--module", "myapp:Tools", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     no_traceback(done)
+    assert "ignored" not in done.stdout + done.stderr  # the module's tool is valid: it loads
     if command[0] == "tools":
-        assert "notes.read" in done.stdout
+        assert "notes_list_notes" in done.stdout  # the table's model name: the tool is listed
 
 
 def test_a_module_not_found_says_where_python_looked_and_what_to_do(tmp_path):
@@ -115,6 +117,23 @@ def test_the_closing_line_repeats_the_options_given_and_continues_the_chat(tmp_p
     assert "no conversation" not in child.before
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+
+
+def test_the_closing_line_repeats_a_module_its_rights_and_a_model_server(tmp_path):
+    """The four options the newcomer lost: --module, --permissions, --base-url and --model."""
+    (tmp_path / "myapp.py").write_text(
+        MYAPP + "\n\ndef rights(caller):\n    return {'notes.view'}\n"
+    )
+    pairs = [("--module", "myapp:Tools"), ("--permissions", "myapp:rights"),
+             ("--base-url", "http://127.0.0.1:9/v1"), ("--model", "llama3.1"),
+             ("--user", "ana")]  # fmt: skip
+    child = spawn(["chat", *(word for pair in pairs for word in pair)], tmp_path)
+    child.expect("you>")
+    child.sendline("/quit")
+    again = continued(child)
+    given = list(itertools.pairwise(again))
+    assert all(pair in given for pair in pairs), " ".join(again)
+    assert "--thread" in again
 
 
 def test_the_closing_line_hides_a_database_password(tmp_path):
