@@ -216,7 +216,7 @@ def ratio_at_least(ratio: float, target: float) -> bool:
     """Whether ``ratio`` meets ``target`` as the table prints it: ``2.996`` is shown ``3.00x``
     and meets 3, ``2.994`` is shown ``2.99x`` and does not — never ``3.00x`` beside a NO.
 
-    Example:
+    Examples:
         >>> ratio_at_least(2.996, 3.0), ratio_at_least(2.994, 3.0)
         (True, False)
     """

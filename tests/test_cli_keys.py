@@ -49,6 +49,7 @@ def test_a_key_is_created_listed_and_revoked_and_its_secret_shown_once(ledger_ur
     assert "active" in listed.stdout
     assert secret not in listed.stdout
     assert secret[3:20] not in listed.stdout
+    assert "created" in listed.stdout
     assert "last used" in listed.stdout
     (row,) = json.loads(keys("list", "--json", db=ledger_url, cwd=tmp_path).stdout)
     assert row["id"] == key.id

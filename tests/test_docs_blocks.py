@@ -29,7 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SITE = sorted(page for page in (ROOT / "docs").rglob("*.md") if "_hooks" not in page.parts)
 PAGES = [ROOT / "README.md", *SITE]
 """The README and every page of the site (``docs/``; not the hooks' folder ``docs/_hooks``)."""
-FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+"""A fenced block: its language, its attributes (``title="shop.py"``: a file a page's commands
+use, not a program of its own) and its code."""
+FILES = {"docs/guides/own-module.md": "tests/test_docs_own_module.py"}
+"""The pages whose blocks with a ``title`` are files, and the test that saves and uses them."""
 HEADING = re.compile(r"^#+ (.+)$|^\*\*(\d+\. [^*]+)\*\*", re.MULTILINE)
 
 
@@ -47,11 +51,11 @@ def page_blocks(language: str, page: Path) -> list[Block]:
     name = str(page.relative_to(ROOT))
     found = []
     for match in FENCE.finditer(text):
-        if match.group(1) != language:
+        if match.group(1) != language or match.group(2).strip():
             continue
         headings = HEADING.findall(prose[: match.start()])
         heading = next((h or b for h, b in reversed(headings)), "top")
-        found.append(Block(name, heading.strip(), match.group(2)))
+        found.append(Block(name, heading.strip(), match.group(3)))
     return found
 
 
@@ -66,7 +70,7 @@ def blocks(language: str) -> list[tuple[str, str]]:
 
 
 SERVED = "Serve your tools: REST and MCP"
-"""The section whose blocks talk to a running ``turnkit serve``: tests/test_readme_serve.py runs
+"""The section whose blocks talk to a running ``turnkit serve``: tests/test_docs_serve.py runs
 them all, in order, against one."""
 PYTHON = [block for block in all_blocks("python") if block.heading != SERVED]
 CI_COMMANDS = (
@@ -80,10 +84,10 @@ SHELL = {
     "What a caller sees": "tests/test_docs_own_module.py::test_the_guide_runs_as_written",
     "A held write, decided at the terminal": "tests/test_docs_own_module.py::"
     "test_the_guide_runs_as_written",
-    "4. Studio.": "tests/test_studio.py::"
+    "Studio": "tests/test_studio.py::"
     "test_a_studio_turn_holds_the_write_and_applies_it_once_on_resume",
-    SERVED: "tests/test_readme_serve.py::test_the_serve_section_runs_as_written",
-    "Approvals": "tests/test_readme_serve.py::test_the_approvals_section_runs_as_written",
+    SERVED: "tests/test_docs_serve.py::test_the_serve_section_runs_as_written",
+    "Approvals": "tests/test_docs_serve.py::test_the_approvals_section_runs_as_written",
     "Retention": "tests/test_retention.py::test_the_retention_section_runs_as_written",
     "At the terminal: read one, decide many": "tests/test_cli_bulk_decide.py::"
     "test_the_terminal_section_runs_as_written",
@@ -164,8 +168,12 @@ def test_the_test_named_for_a_shell_block_exists_and_runs_it_as_written(heading)
     assert f"def {name}(" in source, f"SHELL names {SHELL[heading]!r}, which does not exist"
     for helper in re.findall(r"^from (_[a-z]\w*) import", source, re.M):  # e.g. _studio's launch()
         source += (ROOT / "tests" / f"{helper}.py").read_text()
-    if "blocks(" in source:
-        return  # it runs the README's own text: nothing to copy
+    if "blocks(" in source:  # it runs the page's own text: it must read this section, or page
+        pages = {b.page for b in all_blocks("sh") if b.heading == heading}
+        stems = {Path(page).stem for page in pages}  # e.g. "own-module": the test reads the page
+        named = heading[:15] in source or any(stem in source for stem in stems)
+        assert named, f"{path} reads blocks, but not those under {heading!r}"
+        return
     variables = re.findall(r"\b([A-Z][A-Z0-9_]+)=(\S+)", code)
     flags = re.findall(r"(?<!\S)(--[a-z][a-z-]*)", code)
     missing = [f"{k}={v}" for k, v in variables if not re.search(rf"{k}\W+{v}\b", source)]
@@ -180,3 +188,27 @@ def test_get_started_gives_the_readmes_two_commands_word_for_word():
     steps = ("Install and run", "Run the tests")
     site = [b.code for b in page_blocks("sh", page) if b.heading in steps]
     assert readme == site
+
+
+def test_a_block_with_attributes_is_a_file_a_named_test_uses():
+    """A ``python title="..."`` block is not run on its own: only on a page whose test saves it."""
+    titled = [
+        (str(page.relative_to(ROOT)), match.group(2).strip())
+        for page in PAGES
+        for match in FENCE.finditer(page.read_text())
+        if match.group(2).strip()
+    ]
+    assert titled, "docs/guides/own-module.md shows its files as titled blocks"
+    for page, attributes in titled:
+        assert page in FILES, f"{page}: a block with {attributes} that no test runs"
+        assert Path(page).stem in (ROOT / FILES[page]).read_text(), f"{FILES[page]} reads {page}"
+
+
+def test_the_readme_is_short_and_links_into_the_site():
+    """The README says what, why, the two commands, one example and the hold rule; the rest is
+    on the site, where its links lead."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 250
+    linked = set(re.findall(r"\]\((docs/[\w/.-]+\.md)", text))
+    assert {"docs/get-started.md", "docs/concepts/hold-rule.md", "docs/reference/api.md"} <= linked
+    assert [page for page in linked if not (ROOT / page).exists()] == []

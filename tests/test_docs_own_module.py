@@ -1,8 +1,9 @@
 """The guide "Bring your own module" (docs/guides/own-module.md), run as written.
 
 Its files (``shop.py``, ``hold.py``: the blocks with a ``title``) are saved in an empty folder and
-its commands run there, from that folder, as a newcomer would type them: ``turnkit`` and
-``python`` from the virtual environment on ``PATH``, no ``PYTHONPATH`` (``--module shop:Shop``
+its commands run there, from that folder, as a newcomer would type them in the activated
+virtual environment Get started asks for (``source .venv/bin/activate`` puts its ``bin`` first on
+``PATH``: here, the tests' own), no ``PYTHONPATH`` (``--module shop:Shop``
 must find ``shop.py`` in the current directory)."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ MODEL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """The rule model APIs state, written out here independently of the code under test."""
 
 TOOL_NAME = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*\.[a-z][a-z0-9]*(_[a-z0-9]+)+$"
-"""The registry's tool-name rule (README, "Declaring tools")."""
+"""The registry's tool-name rule (docs/concepts/tools.md, "Declaring tools")."""
 
 tool_names = st.from_regex(TOOL_NAME, fullmatch=True)
 # Few letters, so that names clash ("a.b_c" and "a_b.c") and some run past 64 characters.

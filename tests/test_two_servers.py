@@ -1,7 +1,8 @@
 """LangGraph's server as the engine: two ``langgraph dev`` servers, one PostgreSQL ledger.
 
-Each server is its own process in its own folder, serving the README's ``langgraph.json`` ("On
-LangGraph's server": ``turnkit.deploy.env``'s graph, API-key auth and REST app) with
+Each server is its own process in its own folder, serving the ``langgraph.json`` of
+docs/guides/langgraph-server.md ("The configuration": ``turnkit.deploy.env``'s graph, API-key
+auth and REST app) with
 ``TURNKIT_DATABASE_URL`` naming one fresh PostgreSQL schema. The shop's writes go to one log file,
 the tool's own record of what ran. A run on one server holds a delete; the reviewer decides it
 through the other server's REST API; the run, resumed where it started, honours that decision:
@@ -33,7 +34,7 @@ from turnkit.executor.confirmations import DECIDE_SCOPE  # internal: the scope h
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
-SECTION = "On LangGraph's server"
+SECTION = "The configuration"
 DELETE = {"messages": [{"role": "user", "content": "delete ABC-0001"}]}
 
 

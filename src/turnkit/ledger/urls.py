@@ -138,7 +138,7 @@ def pooler_problem(url: str | None, exc: BaseException) -> StorageError | None:
 
     ``url`` is None where the URL is not at hand (the message then says "the URL").
 
-    Example:
+    Examples:
         >>> class Duplicate(Exception):
         ...     sqlstate = "42P05"
         >>> told = pooler_problem("postgresql://u:pw@h:6432/db", Duplicate("prepared ..."))

@@ -1,9 +1,10 @@
-"""The README's "Serve your tools" section, run as written against one ``turnkit serve``.
+"""The guide "Serve your tools: REST and MCP" (docs/guides/serve.md), run as written against
+one ``turnkit serve``.
 
 Its ``sh`` blocks run in ``bash`` with ``turnkit`` on the PATH, in an empty folder (so the default
 ``--db`` is a new ``.turnkit/turnkit.sqlite``), its ``python`` blocks in a fresh interpreter. Three
 things are filled in, as a reader fills them in: the secret ``keys create`` printed for
-``tk_...``, and a free port for the README's 8080 (``--port`` is added to ``turnkit serve``). Its
+``tk_...``, and a free port for the guide's 8080 (``--port`` is added to ``turnkit serve``). Its
 ``json`` block must be the repository's own ``langgraph.json``.
 """
 
@@ -48,7 +49,7 @@ def reader_env() -> dict[str, str]:
 
 @contextmanager
 def served(serve: str, port: int, cwd: Path) -> Iterator[str]:
-    """The README's ``turnkit serve`` line run as written (on ``port``); its URL once healthy."""
+    """The guide's ``turnkit serve`` line run as written (on ``port``); its URL once healthy."""
     server = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=cwd,
                               env=reader_env(), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, text=True,
@@ -89,7 +90,7 @@ def test_the_serve_section_runs_as_written(tmp_path):
         assert itself.status_code == 403  # the key reads its hold; a person decides it
         assert httpx.get(f"{url}{location}", headers=bearer).json()["status"] == "pending"
         cid = location.rsplit("/", 1)[1]
-        approved = shell(f"turnkit confirmations approve {cid} --demo", tmp_path)  # the README's
+        approved = shell(f"turnkit confirmations approve {cid} --demo", tmp_path)  # the guide's
         assert "deleted" in approved.stdout
         assert httpx.get(f"{url}{location}", headers=bearer).json()["status"] == "done"
 
@@ -110,7 +111,7 @@ def test_the_serve_section_runs_as_written(tmp_path):
 
 def test_the_approvals_section_runs_as_written(tmp_path):
     """The person's key and the server as written; a write held over REST (a second key, made
-    the README's way) is shown on the inbox page and approved there with the form, once."""
+    the guide's way) is shown on the inbox page and approved there with the form, once."""
     (sh,) = [code for heading, code in blocks("sh") if heading == APPROVALS]
     make_key, serve = sh.strip().splitlines()
     (person,) = SECRET.findall(shell(make_key, tmp_path).stdout)
