@@ -73,13 +73,15 @@ class Interrupted(SystemExit):
 Db = Annotated[
     str | None,
     typer.Option(
-        help="Storage: a SQLite file (default .turnkit/turnkit.sqlite) or postgresql://..."
+        metavar="FILE|URL",
+        help="Storage: a SQLite file (default .turnkit/turnkit.sqlite) or postgresql://...",
     ),
 ]
 Modules = Annotated[
     list[str] | None,
     typer.Option(
         "--module",
+        metavar="PKG.MOD:OBJ",
         help="A module of your tools as package.module:object, a class or factory is called"
         " (repeatable).",
     ),
@@ -97,17 +99,20 @@ Demo = Annotated[
 Catalogue = Annotated[
     str | None,
     typer.Option(
-        help="With --demo: the demo catalogue's SQLite file (default .turnkit/catalogue.sqlite)."
+        metavar="FILE",
+        help="With --demo: the demo catalogue's SQLite file (default .turnkit/catalogue.sqlite).",
     ),
 ]
-User = Annotated[str, typer.Option(help="The signed-in user the agent acts for.")]
+User = Annotated[str, typer.Option(metavar="USER", help="The signed-in user the agent acts for.")]
 Grants = Annotated[
-    list[str] | None, typer.Option("--grant", help="A permission the user holds (repeatable).")
+    list[str] | None,
+    typer.Option("--grant", metavar="PERMISSION", help="A permission the user holds (repeatable)."),
 ]
 Permissions = Annotated[
     str | None,
     typer.Option(
         "--permissions",
+        metavar="PKG.MOD:FUNC",
         help="Your application's permission provider as package.module:provider, a function"
         " (caller) -> permissions; default: nobody holds one (with --demo, the demo user holds"
         " the demo's).",
@@ -117,6 +122,7 @@ GrantsOrPermissions = Annotated[
     str | None,
     typer.Option(
         "--permissions",
+        metavar="PKG.MOD:FUNC",
         help="Your application's permission provider as package.module:provider, a function"
         " (caller) -> permissions; default: --grant (and, with --demo, the demo user's).",
     ),
@@ -155,6 +161,7 @@ Act = Annotated[
     list[str] | None,
     typer.Option(
         "--act",
+        metavar="MODULE",
         help="A module in which the agent may write, for this command only (repeatable); the"
         " setting api_session_write_modules in the ledger wins.",
     ),
