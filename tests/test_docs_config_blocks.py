@@ -41,7 +41,7 @@ def settings_groups(code: str) -> list[dict[str, str]]:
 
 def test_every_json_block_parses():
     found = all_blocks("json")
-    assert len(found) >= 3
+    assert len(found) >= 2  # the serve guide's and the LangGraph server's langgraph.json
     for block in found:
         json.loads(block.code)
 
