@@ -20,21 +20,14 @@ from mkdocs.config import load_config
 from mkdocs.structure.files import Files
 
 import turnkit
+from test_test_imports import PUBLIC_PACKAGES
 from turnkit.cli import app  # internal: the Typer app whose commands the CLI page must list
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
 API_PAGES = [DOCS / "reference" / "api.md", *sorted((DOCS / "reference" / "api").glob("*.md"))]
-PACKAGES = (  # the public packages besides turnkit itself (tests/test_test_imports.py)
-    "turnkit.graph",
-    "turnkit.storage",
-    "turnkit.testing",
-    "turnkit.server",
-    "turnkit.deploy",
-    "turnkit.demo",
-    "turnkit.middleware",
-    "turnkit.notify",
-    "turnkit.observe",
+PACKAGES = (  # the public packages besides turnkit itself, and the executor's answers
+    *(package for package in PUBLIC_PACKAGES if package != "turnkit"),
     "turnkit.executor",  # its answers: what Executor.call and decide return
 )
 
