@@ -1,34 +1,36 @@
-"""The price of serving over HTTP: turnkit's REST and MCP servers against ungoverned peers.
+"""The price of serving over HTTP: turnkit's REST and MCP servers against independent peers.
 
 Every server runs in a process of its own under uvicorn (the load runs in this one), on
 127.0.0.1, and serves the same read (``bench.get_item``: ``_common.get_item``):
 
-- **REST invoke**: ``turnkit serve --workers 1`` (``POST /v1/tools/bench.get_item/invoke`` with
-  an API key: key lookup, rights with a permission provider, validation, the ledger's usage
-  charge and audit row, on a SQLite ledger) against a **bare FastAPI endpoint** that calls the
-  same handler directly (``bare_app``), both called by one keep-alive ``httpx`` client, one call
-  at a time. Target: turnkit ≤ 1.3x the bare endpoint's time per call. The same pair is also
-  timed on one raw keep-alive connection each (``Connection``, no client library): the
-  server's own price, without httpx's ~0.8 ms per request here (no target).
-- **The floor** (``ledger_app``): a sync FastAPI endpoint doing only the ledger work the issue
-  asks of every call (key lookup, rate-limit charge, audit row; on its own SQLite ledger) around
-  the same handler, no governance. Its ratio to the bare endpoint is the least any server that
-  keeps those promises pays; "turnkit ÷ floor" is the price of the governance itself.
+- **REST invoke against the floor** (``_floor.py``): ``turnkit serve --workers 1`` (``POST
+  /v1/tools/bench.get_item/invoke`` with an API key: key lookup, rights with a permission
+  provider, validation, the operator's settings, the usage charge and the audit row) against the
+  same promises written by hand without turnkit: FastAPI, a sync endpoint, the driver directly
+  (sqlite3 in WAL mode; psycopg with a pool), three statements a call (the key by its hash with
+  revocation and expiry, the charge within the limit, the audit row). On SQLite and, when a
+  server is configured, on PostgreSQL. One call at a time, timed twice: through one keep-alive
+  ``httpx`` client, and on one raw keep-alive connection each (``Connection``: the server's own
+  price, without httpx's ~0.8 ms a request here). Target: turnkit ≤ 1.15x the floor's time.
+- **The bare endpoint** (``bare_app``, SQLite group only): FastAPI calling the handler and
+  nothing else, for scale: what any promise costs at all.
 - **MCP ``tools/call``**: turnkit's ``/mcp`` (the same ``turnkit serve`` process) against the
   same tool served by the SDK's own ``MCPServer`` without governance (``mcp_peer_app``, in the
   same stateless JSON mode as turnkit's), both called by the SDK's ``Client`` over Streamable
-  HTTP, one call at a time. Target: ≤ 1.3x.
-- **50 concurrent clients** (REST, 50 raw keep-alive connections on one asyncio loop: httpx
-  cannot drive this load, see ``Connection``): p50 and p99 latency of turnkit and of the bare
-  endpoint (ratio: turnkit ÷ bare; no target).
+  HTTP, one call at a time. Target: ≤ 1.2x.
+- **50 concurrent clients** (50 raw keep-alive connections on one asyncio loop: httpx cannot
+  drive this load, see ``Connection``) against turnkit and the floor, rounds alternating:
+  requests/s (target: turnkit ≥ 0.9x the floor's) and p99 latency (target: ≤ 1.5x), p50 shown.
 - **Workers**: requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on one ledger
-  (SQLite, and PostgreSQL when ``TURNKIT_BENCH_POSTGRES_URL`` or ``TURNKIT_TEST_POSTGRES_URL``
-  is set) under the same 50 clients (ratio: 3 workers ÷ 1; no target: on a 2-core machine the
-  load generator shares the cores with the workers).
+  under the same 50 clients (ratio: 3 workers ÷ 1). Target on PostgreSQL: ≥ 2x; on SQLite no
+  target (every write to one file is serialised by SQLite's lock). The load generator shares
+  the machine's cores with the workers.
 
-The sequential rows are the median of interleaved batches (the contenders' batches alternate,
-so a burst of load on the machine hits them alike). The key's rate limit is raised in the
-ledger (``rate_limit_units``), so no call is refused; the charge is still made and stored.
+PostgreSQL rows need ``TURNKIT_BENCH_POSTGRES_URL`` or ``TURNKIT_TEST_POSTGRES_URL``. The
+sequential rows are the median of interleaved batches (the contenders' batches alternate, so a
+burst of load on the machine hits them alike). The rate limits are raised (turnkit's
+``rate_limit_units``, the floor's ``LIMIT``), so no call is refused; the charge is still made and
+stored.
 
     .venv/bin/python bench/server.py [--quick]
 """
@@ -56,25 +58,33 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     from bench import _common
 
 import httpx
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI
 from pydantic import BaseModel
 
+from bench import _floor
 from turnkit import open_ledger
 
 SCENARIO = "server"
 ROOT = Path(__file__).resolve().parent.parent
 TOOL, MODEL_NAME = "bench.get_item", _common.READ_TOOL
 BODY = {"input": {"sku": "TEA-0001"}}
-TARGET = 1.3
-"""turnkit's time per call over the peer's, REST and MCP alike."""
+REST_TARGET = 1.15
+"""turnkit's time per REST invoke over the floor's, one call at a time."""
+MCP_TARGET = 1.2
+"""turnkit's time per MCP ``tools/call`` over the SDK's ``MCPServer``'s."""
+RPS_TARGET, P99_TARGET = 0.9, 1.5
+"""Under ``CLIENTS`` clients: turnkit's requests/s over the floor's (at least), its p99 over the
+floor's (at most)."""
+WORKERS_TARGET = 2.0
+"""Requests/s of ``--workers 3`` over ``--workers 1`` on PostgreSQL (at least)."""
 
 BATCH, BATCHES, WARMUP = 100, 8, 200
 QUICK_BATCH, QUICK_BATCHES, QUICK_WARMUP = 40, 4, 50
 CLIENTS = 50
-PER_CLIENT, QUICK_PER_CLIENT = 40, 12
-"""Requests each of the 50 concurrent clients sends (after one warm-up request each)."""
-LOAD_SECONDS, QUICK_LOAD_SECONDS = 6.0, 2.0
-"""How long the 50 clients load ``turnkit serve`` for each worker count."""
+LOAD_SECONDS, QUICK_LOAD_SECONDS = 4.0, 2.0
+"""How long the 50 clients load a server in one round."""
+LOAD_ROUNDS = 3
+"""Rounds of the 50 clients per contender (one with ``--quick``); the figures are medians."""
 START_TIMEOUT = 60.0
 
 
@@ -101,42 +111,6 @@ def bare_app() -> FastAPI:
     @app.post("/v1/tools/{name}/invoke")
     async def invoke(name: str, body: InvokeBody) -> dict[str, Any]:
         return {"executed": True, "status": "ok", "result": handler(body.input, None)}
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    return app
-
-
-LEDGER_PEER = "TURNKIT_BENCH_LEDGER_PEER"
-"""The environment variable naming the floor peer's SQLite ledger."""
-
-
-def ledger_app() -> FastAPI:
-    """The floor: the ledger work the issue asks of every REST call, without governance.
-
-    A sync FastAPI endpoint (run in FastAPI's thread pool, as FastAPI runs blocking code) that
-    looks the bearer key up, charges the rate limit, calls the handler and writes the audit row,
-    on its own SQLite ledger (``TURNKIT_BENCH_LEDGER_PEER``): what turnkit cannot skip. No
-    rights, validation, idempotency or settings: what is left between it and turnkit is those.
-    """
-    ledger = open_ledger(os.environ[LEDGER_PEER])
-    app = FastAPI()
-    handler = admin_module().api_tools()[0].handler
-
-    @app.post("/v1/tools/{name}/invoke")
-    def invoke(name: str, body: InvokeBody, request: Request) -> dict[str, Any]:
-        secret = request.headers.get("authorization", "").removeprefix("Bearer ")
-        key = ledger.keys.by_secret(secret)
-        if key is None:
-            raise HTTPException(401)
-        started = time.time()
-        ledger.charge(key.caller.identity, int(started // 60), 1, 1_000_000_000)
-        result = handler(body.input, None)
-        ledger.audit(at=started, caller=key.caller.identity, tool=name, status="ok", code=None,
-                     duration_ms=(time.time() - started) * 1000)  # fmt: skip
-        return {"executed": True, "status": "ok", "result": result}
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -342,41 +316,6 @@ class Connection:
             raise RuntimeError(f"unexpected answer {status!r}: {answer[:300]!r}")
 
 
-async def concurrent_latencies(url: str, headers: dict[str, str], per_client: int) -> list[float]:
-    """Each of ``CLIENTS`` connections sends ``per_client`` invokes one after another, all at
-    once (after one warm-up invoke each); the latency of every request, in seconds."""
-    found: list[float] = []
-
-    async def one_client() -> None:
-        async with Connection(url, headers) as connection:
-            await connection.invoke()
-            for _ in range(per_client):
-                start = time.perf_counter()
-                await connection.invoke()
-                found.append(time.perf_counter() - start)
-
-    await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
-    return found
-
-
-async def requests_per_second(url: str, headers: dict[str, str], seconds: float) -> float:
-    """Invokes answered per second while ``CLIENTS`` connections send them for ``seconds``
-    (after a warm-up of a second or less)."""
-    done = 0
-    warm = time.perf_counter() + min(1.0, seconds / 2)
-    start, until = warm, warm + seconds
-
-    async def one_client() -> None:
-        nonlocal done
-        async with Connection(url, headers) as connection:
-            while (now := time.perf_counter()) < until:
-                await connection.invoke()
-                done += now >= start
-
-    await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
-    return done / (time.perf_counter() - start)
-
-
 async def sequential_seconds(urls: dict[str, str], headers: dict[str, dict[str, str]],
                              quick: bool) -> dict[str, float]:  # fmt: skip
     """Seconds per invoke, one at a time on one raw connection each (the server's own price,
@@ -402,73 +341,129 @@ def _sizes(quick: bool) -> tuple[int, int, int]:
 # --- the scenario ------------------------------------------------------------------------------
 
 
-def _target(ratio: float) -> dict[str, Any]:
-    return {"ratio": ratio, "target": f"<= {TARGET:g}x", "met": ratio <= TARGET}
+def _at_most(ratio: float, target: float) -> dict[str, Any]:
+    return {"ratio": ratio, "target": f"<= {target:g}x", "met": round(ratio, 2) <= target}
 
 
-def calls_rows(quick: bool, folder: Path) -> list[dict[str, Any]]:
-    """REST and MCP, one call at a time, and 50 concurrent REST clients: turnkit vs peers."""
-    db = str(folder / "ledger.sqlite")
+def _at_least(ratio: float, target: float) -> dict[str, Any]:
+    return {"ratio": ratio, "target": f">= {target:g}x",
+            "met": _common.ratio_at_least(ratio, target)}  # fmt: skip
+
+
+def floor_command() -> list[str]:
+    """The floor (``bench._floor``) under uvicorn, on the database ``TURNKIT_BENCH_FLOOR_DB``."""
+    return uvicorn_command("bench._floor:floor_app")
+
+
+async def loaded(url: str, headers: dict[str, str], seconds: float) -> tuple[float, list[float]]:
+    """``CLIENTS`` connections send invokes for ``seconds`` (after a warm-up of a second or less):
+    the invokes answered per second, and the latency of each, in seconds."""
+    latencies: list[float] = []
+    warm = time.perf_counter() + min(1.0, seconds / 2)
+    start, until = warm, warm + seconds
+
+    async def one_client() -> None:
+        async with Connection(url, headers) as connection:
+            while (sent := time.perf_counter()) < until:
+                await connection.invoke()
+                if sent >= start:
+                    latencies.append(time.perf_counter() - sent)
+
+    await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
+    return len(latencies) / (time.perf_counter() - start), latencies
+
+
+def under_load(
+    urls: dict[str, str], headers: dict[str, dict[str, str]], quick: bool
+) -> dict[str, dict[str, float]]:
+    """Requests/s, p50 and p99 of each contender under ``CLIENTS`` clients: the medians over
+    rounds whose contenders alternate (a burst of load on the machine hits them alike)."""
+    seconds = QUICK_LOAD_SECONDS if quick else LOAD_SECONDS
+    found: dict[str, dict[str, list[float]]] = {name: {} for name in urls}
+    for _ in range(1 if quick else LOAD_ROUNDS):
+        for name, url in urls.items():
+            rate, latencies = asyncio.run(loaded(url, headers[name], seconds))
+            for figure, value in (("rps", rate), ("p50", percentile(latencies, 0.5)),
+                                  ("p99", percentile(latencies, 0.99))):  # fmt: skip
+                found[name].setdefault(figure, []).append(value)
+    return {
+        name: {k: _common.median(v) for k, v in figures.items()} for name, figures in found.items()
+    }
+
+
+def storage_rows(quick: bool, group: str, db: str, floor_db: str, *, bare: bool = False,
+                 mcp: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """turnkit serve (one worker) against the floor on one kind of storage, one call at a time
+    and under ``CLIENTS`` clients; with ``bare``, the bare endpoint too; with ``mcp``, MCP
+    ``tools/call`` against the SDK's ``MCPServer``."""
     secret = prepared(db)
     bearer = {"Authorization": f"Bearer {secret}"}
+    floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
+    urls, headers = {}, {"turnkit": bearer, "floor": floor_bearer, "bare": {}}
     rows = []
     with ExitStack() as stack:
-        turnkit = stack.enter_context(serving(turnkit_command(db, 1), "/healthz"))
-        bare = stack.enter_context(serving(uvicorn_command("bench.server:bare_app"), "/healthz"))
-        floor_db = str(folder / "floor.sqlite")
-        floor_bearer = {"Authorization": f"Bearer {prepared(floor_db)}"}
-        floor = stack.enter_context(
-            serving(uvicorn_command("bench.server:ledger_app"), "/healthz", {LEDGER_PEER: floor_db})
+        urls["turnkit"] = stack.enter_context(serving(turnkit_command(db, 1), "/healthz"))
+        urls["floor"] = stack.enter_context(
+            serving(floor_command(), "/healthz", {_floor.FLOOR_DB: floor_db})
         )
-        peer = stack.enter_context(
-            serving(uvicorn_command("bench.server:mcp_peer_app"), "/not-served")
-        )
-        ours = stack.enter_context(httpx.Client(base_url=turnkit, headers=bearer, timeout=30))
-        theirs = stack.enter_context(httpx.Client(base_url=bare, timeout=30))
-        floors = stack.enter_context(httpx.Client(base_url=floor, headers=floor_bearer, timeout=30))
-        rest = interleaved(
-            {"turnkit": rest_call(ours), "bare": rest_call(theirs), "floor": rest_call(floors)},
-            *_sizes(quick),
-        )
-        rows += [
-            _common.row(SCENARIO, "REST invoke: turnkit serve (÷ bare FastAPI)",
-                        rest["turnkit"] * 1e6, "µs", **_target(rest["turnkit"] / rest["bare"])),
-            _common.row(SCENARIO, "REST invoke: bare FastAPI endpoint", rest["bare"] * 1e6, "µs"),
-            _common.row(SCENARIO, "REST invoke: FastAPI + key, charge, audit (÷ bare)",
-                        rest["floor"] * 1e6, "µs", ratio=rest["floor"] / rest["bare"]),
-            _common.row(SCENARIO, "REST invoke: turnkit ÷ FastAPI + key, charge, audit",
-                        rest["turnkit"] * 1e6, "µs", ratio=rest["turnkit"] / rest["floor"]),
-        ]  # fmt: skip
-        urls = {"turnkit": turnkit, "bare": bare, "floor": floor}
-        headers = {"turnkit": bearer, "bare": {}, "floor": floor_bearer}
-        raw = asyncio.run(sequential_seconds(urls, headers, quick))
-        rows += [
-            _common.row(SCENARIO, "REST invoke, raw connection: turnkit (÷ bare)",
-                        raw["turnkit"] * 1e6, "µs", ratio=raw["turnkit"] / raw["bare"]),
-            _common.row(SCENARIO, "REST invoke, raw connection: bare", raw["bare"] * 1e6, "µs"),
-            _common.row(SCENARIO, "REST invoke, raw connection: key, charge, audit (÷ bare)",
-                        raw["floor"] * 1e6, "µs", ratio=raw["floor"] / raw["bare"]),
-        ]  # fmt: skip
-        mcp = asyncio.run(mcp_seconds(f"{turnkit}/mcp", f"{peer}/mcp", secret, quick))
-        rows += [
-            _common.row(SCENARIO, "MCP tools/call: turnkit /mcp (÷ SDK MCPServer)",
-                        mcp["turnkit"] * 1e6, "µs", **_target(mcp["turnkit"] / mcp["MCPServer"])),
-            _common.row(SCENARIO, "MCP tools/call: SDK MCPServer, no governance",
-                        mcp["MCPServer"] * 1e6, "µs"),
-        ]  # fmt: skip
-        per_client = QUICK_PER_CLIENT if quick else PER_CLIENT
-        latencies = {
-            "turnkit": asyncio.run(concurrent_latencies(turnkit, bearer, per_client)),
-            "bare": asyncio.run(concurrent_latencies(bare, {}, per_client)),
+        if bare:
+            urls["bare"] = stack.enter_context(
+                serving(uvicorn_command("bench.server:bare_app"), "/healthz")
+            )
+        clients = {
+            name: stack.enter_context(httpx.Client(base_url=url, headers=headers[name], timeout=30))
+            for name, url in urls.items()
         }
-    for label, share in (("p50", 0.5), ("p99", 0.99)):
-        ours_at, theirs_at = (percentile(latencies[n], share) for n in ("turnkit", "bare"))
-        rows += [
-            _common.row(SCENARIO, f"{CLIENTS} REST clients: turnkit {label} (÷ bare)",
-                        ours_at * 1e3, "ms", ratio=ours_at / theirs_at),
-            _common.row(SCENARIO, f"{CLIENTS} REST clients: bare {label}", theirs_at * 1e3, "ms"),
-        ]  # fmt: skip
+        rest = interleaved({n: rest_call(c) for n, c in clients.items()}, *_sizes(quick))
+        raw = asyncio.run(sequential_seconds(urls, headers, quick))
+        for how, seconds in (("httpx", rest), ("raw connection", raw)):
+            ratio = seconds["turnkit"] / seconds["floor"]
+            rows += [
+                _common.row(SCENARIO, f"{group}: REST invoke, {how}: turnkit (÷ floor)",
+                            seconds["turnkit"] * 1e6, "µs", **_at_most(ratio, REST_TARGET)),
+                _common.row(SCENARIO, f"{group}: REST invoke, {how}: floor",
+                            seconds["floor"] * 1e6, "µs"),
+            ]  # fmt: skip
+        if bare:
+            rows += [
+                _common.row(SCENARIO, "REST invoke, raw connection: bare FastAPI (÷ floor)",
+                            raw["bare"] * 1e6, "µs", ratio=raw["bare"] / raw["floor"]),
+                _common.row(SCENARIO, "REST invoke, httpx: bare FastAPI (÷ floor)",
+                            rest["bare"] * 1e6, "µs", ratio=rest["bare"] / rest["floor"]),
+            ]  # fmt: skip
+        if mcp:
+            rows += mcp_rows(quick, urls["turnkit"], secret, stack)
+        load = under_load(urls, headers, quick)
+    ours, floor = load["turnkit"], load["floor"]
+    rows += [
+        _common.row(SCENARIO, f"{group}: {CLIENTS} clients: turnkit req/s (÷ floor)",
+                    ours["rps"], "req/s", **_at_least(ours["rps"] / floor["rps"], RPS_TARGET)),
+        _common.row(SCENARIO, f"{group}: {CLIENTS} clients: floor req/s", floor["rps"], "req/s"),
+        _common.row(SCENARIO, f"{group}: {CLIENTS} clients: turnkit p99 (÷ floor)",
+                    ours["p99"] * 1e3, "ms", **_at_most(ours["p99"] / floor["p99"], P99_TARGET)),
+        _common.row(SCENARIO, f"{group}: {CLIENTS} clients: floor p99", floor["p99"] * 1e3, "ms"),
+        _common.row(SCENARIO, f"{group}: {CLIENTS} clients: turnkit p50 (÷ floor)",
+                    ours["p50"] * 1e3, "ms", ratio=ours["p50"] / floor["p50"]),
+        _common.row(SCENARIO, f"{group}: {CLIENTS} clients: floor p50", floor["p50"] * 1e3, "ms"),
+    ]  # fmt: skip
+    if bare:
+        rows.append(_common.row(SCENARIO, f"{CLIENTS} clients: bare FastAPI req/s (÷ floor)",
+                                load["bare"]["rps"], "req/s",
+                                ratio=load["bare"]["rps"] / floor["rps"]))  # fmt: skip
     return rows
+
+
+def mcp_rows(quick: bool, turnkit: str, secret: str, stack: ExitStack) -> list[dict[str, Any]]:
+    """MCP ``tools/call`` on turnkit's ``/mcp`` against the SDK's ``MCPServer``."""
+    peer = stack.enter_context(serving(uvicorn_command("bench.server:mcp_peer_app"), "/not-served"))
+    mcp = asyncio.run(mcp_seconds(f"{turnkit}/mcp", f"{peer}/mcp", secret, quick))
+    return [
+        _common.row(SCENARIO, "MCP tools/call: turnkit /mcp (÷ SDK MCPServer)",
+                    mcp["turnkit"] * 1e6, "µs",
+                    **_at_most(mcp["turnkit"] / mcp["MCPServer"], MCP_TARGET)),
+        _common.row(SCENARIO, "MCP tools/call: SDK MCPServer, no governance",
+                    mcp["MCPServer"] * 1e6, "µs"),
+    ]  # fmt: skip
 
 
 def workers_rows(quick: bool, group: str, db: str) -> list[dict[str, Any]]:
@@ -479,26 +474,32 @@ def workers_rows(quick: bool, group: str, db: str) -> list[dict[str, Any]]:
     rates = {}
     for workers in (1, 3):
         with serving(turnkit_command(db, workers), "/healthz") as url:
-            rates[workers] = asyncio.run(requests_per_second(url, bearer, seconds))
+            rates[workers], _ = asyncio.run(loaded(url, bearer, seconds))
+    target = _at_least(rates[3] / rates[1], WORKERS_TARGET) if group == "postgres" else {
+        "ratio": rates[3] / rates[1]}  # fmt: skip
     return [
         _common.row(SCENARIO, f"{group}: turnkit serve --workers 1, {CLIENTS} clients",
                     rates[1], "req/s"),
         _common.row(SCENARIO, f"{group}: turnkit serve --workers 3 (÷ 1 worker)",
-                    rates[3], "req/s", ratio=rates[3] / rates[1]),
+                    rates[3], "req/s", **target),
     ]  # fmt: skip
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """The rows of every case (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="turnkit-bench-") as folder:
-        rows = calls_rows(quick, Path(folder))
-        rows += workers_rows(quick, "sqlite", str(Path(folder) / "workers.sqlite"))
+        here = Path(folder)
+        rows = storage_rows(quick, "sqlite", str(here / "ledger.sqlite"),
+                            str(here / "floor.sqlite"), bare=True, mcp=True)  # fmt: skip
+        rows += workers_rows(quick, "sqlite", str(here / "workers.sqlite"))
         url = _common.postgres_url()
         if url is None:
             print(_common.postgres_note(), file=sys.stderr)
             return rows
-        with _common.postgres_schema(url) as schema_url:
-            rows += workers_rows(quick, "postgres", schema_url)
+        with _common.postgres_schema(url) as ledger, _common.postgres_schema(url) as floor:
+            rows += storage_rows(quick, "postgres", ledger, floor)
+        with _common.postgres_schema(url) as ledger:
+            rows += workers_rows(quick, "postgres", ledger)
     return rows
 
 

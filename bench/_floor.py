@@ -1,0 +1,161 @@
+"""The floor of REST invoke: the promises turnkit keeps on every call, written by hand without it.
+
+What someone would write who needs the same promises and does not use turnkit: FastAPI, a sync
+endpoint (FastAPI runs it in its thread pool, the way it serves blocking code) and the database
+driver directly, with three statements a call:
+
+1. the key by the SHA-256 of its secret, refused (401) when unknown, revoked or expired: looked up
+   on every request, so a revocation holds at the next one;
+2. the usage charge within the limit, one conditional upsert (429 when the window has no room);
+3. the audit row: who called what, how it ended, how long it took.
+
+Around the same handler (``_common.get_item``). No turnkit import: the storage is either
+**SQLite** (``sqlite3`` in WAL mode with ``synchronous=NORMAL``, as turnkit's ledger, one
+connection per thread, every statement its own transaction) or **PostgreSQL** (``psycopg`` with a
+``psycopg_pool.ConnectionPool`` of up to 8 connections in autocommit mode, turnkit's sizes and
+psycopg's default of preparing a statement from its fifth run), chosen by the URL in
+``TURNKIT_BENCH_FLOOR_DB``. Rights, validation, idempotency, holds and the operator's settings are
+left out: what stands between the floor and turnkit is those.
+
+    uvicorn --factory bench._floor:floor_app   (with TURNKIT_BENCH_FLOOR_DB set)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from pydantic import BaseModel
+
+FLOOR_DB = "TURNKIT_BENCH_FLOOR_DB"
+"""The environment variable naming the floor's database: a SQLite file or a PostgreSQL URL."""
+LIMIT = 1_000_000_000
+"""Units a caller may spend in a minute: more than any run spends (the charge is still made)."""
+
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS floor_keys (secret_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL,"
+    " expires_at DOUBLE PRECISION, revoked_at DOUBLE PRECISION)",
+    "CREATE TABLE IF NOT EXISTS floor_usage (caller TEXT NOT NULL, window_start BIGINT NOT NULL,"
+    " units BIGINT NOT NULL, PRIMARY KEY (caller, window_start))",
+    "CREATE TABLE IF NOT EXISTS floor_audit (id {serial} PRIMARY KEY, at DOUBLE PRECISION NOT NULL,"
+    " caller TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL,"
+    " duration_ms DOUBLE PRECISION NOT NULL)",
+)
+KEY = "SELECT user_id, expires_at, revoked_at FROM floor_keys WHERE secret_hash = %s"
+CHARGE = (
+    "INSERT INTO floor_usage (caller, window_start, units) VALUES (%s, %s, 1)"
+    " ON CONFLICT (caller, window_start) DO UPDATE SET units = floor_usage.units + 1"
+    " WHERE floor_usage.units + 1 <= %s"
+)
+AUDIT = (
+    "INSERT INTO floor_audit (at, caller, tool, status, duration_ms) VALUES (%s, %s, %s, %s, %s)"
+)
+
+
+class Sqlite:
+    """A connection per thread to one SQLite file in WAL mode; each statement autocommits."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.local = threading.local()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self.local.conn = conn
+        return conn
+
+    def one(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = (
+            self._conn().execute(sql.replace("%s", "?"), params).fetchone()
+        )
+        return row
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._conn().execute(sql.replace("%s", "?"), params).rowcount
+
+
+class Postgres:
+    """A pool of up to 8 autocommit connections; each statement is its own transaction."""
+
+    def __init__(self, url: str) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.pool = ConnectionPool(url, min_size=1, max_size=8, kwargs={"autocommit": True},
+                                   open=True)  # fmt: skip
+
+    def one(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        with self.pool.connection() as conn:
+            return conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self.pool.connection() as conn:
+            return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
+
+
+Store = Sqlite | Postgres
+
+
+def store(url: str) -> Store:
+    """The floor's storage at ``url``, its tables created when missing."""
+    found: Store = Postgres(url) if url.startswith("postgres") else Sqlite(url)
+    serial = "BIGSERIAL" if isinstance(found, Postgres) else "INTEGER"
+    for statement in TABLES:
+        found.run(statement.format(serial=serial))
+    return found
+
+
+def make_key(url: str, user_id: str = "u_1") -> str:
+    """Store a new key for ``user_id`` in the floor's database at ``url``; its secret."""
+    secret = "fk_" + secrets.token_urlsafe(24)
+    found = store(url)
+    found.run("INSERT INTO floor_keys (secret_hash, user_id) VALUES (%s, %s)",
+              (hashlib.sha256(secret.encode()).hexdigest(), user_id))  # fmt: skip
+    if isinstance(found, Postgres):
+        found.pool.close()
+    return secret
+
+
+class InvokeBody(BaseModel):
+    """The body of an invoke: the same shape as turnkit's."""
+
+    input: dict[str, Any]
+
+
+def floor_app() -> FastAPI:
+    """The floor's app on the database ``TURNKIT_BENCH_FLOOR_DB`` names (see the module doc)."""
+    from bench._common import get_item
+
+    db = store(os.environ[FLOOR_DB])
+    app = FastAPI()
+
+    @app.post("/v1/tools/{name}/invoke")
+    def invoke(name: str, body: InvokeBody, request: Request) -> dict[str, Any]:
+        secret = request.headers.get("authorization", "").removeprefix("Bearer ")
+        key = db.one(KEY, (hashlib.sha256(secret.encode()).hexdigest(),))
+        started = time.time()
+        if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
+            raise HTTPException(401, "unknown, revoked or expired key")
+        caller = f"key:{key[0]}"
+        if db.run(CHARGE, (caller, int(started // 60), LIMIT)) != 1:
+            raise HTTPException(429, "rate limit reached")
+        result = get_item(**body.input)
+        duration_ms = (time.time() - started) * 1000
+        db.run(AUDIT, (started, caller, name, "ok", duration_ms))
+        return {"executed": True, "status": "ok", "result": result}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,70 @@
+"""The floor of ``bench/server.py`` (``bench/_floor.py``) keeps the promises it stands for, on
+SQLite and PostgreSQL: a benchmark against a peer that skipped them would flatter nobody.
+
+Every call looks its key up (unknown, revoked and expired keys are refused at the next request),
+is charged within the limit (refused when the window is full) and leaves an audit row."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: bench/
+from bench import _floor
+
+BODY = {"input": {"sku": "TEA-0001"}}
+PATH = "/v1/tools/bench.get_item/invoke"
+
+
+@pytest.fixture
+def floor(ledger_url, monkeypatch):
+    monkeypatch.setenv(_floor.FLOOR_DB, ledger_url)
+    secret = _floor.make_key(ledger_url)
+    store = _floor.store(ledger_url)
+    with TestClient(_floor.floor_app()) as client:
+        client.headers["Authorization"] = f"Bearer {secret}"
+        yield client, store, secret
+    if isinstance(store, _floor.Postgres):
+        store.pool.close()
+
+
+def _count(store, table: str) -> int:
+    row = store.one(f"SELECT count(*) FROM {table}", ())
+    return int(row[0])
+
+
+def test_a_call_is_charged_and_audited(floor):
+    client, store, _ = floor
+    for _ in range(3):
+        answer = client.post(PATH, json=BODY)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"]["sku"] == "TEA-0001"
+    assert store.one("SELECT sum(units) FROM floor_usage", ())[0] == 3
+    assert _count(store, "floor_audit") == 3
+
+
+@pytest.mark.parametrize("change", ["revoked", "expired", "unknown"])
+def test_a_key_that_may_not_be_used_is_refused_at_the_next_request(floor, change):
+    client, store, secret = floor
+    assert client.post(PATH, json=BODY).status_code == 200
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    if change == "unknown":
+        client.headers["Authorization"] = "Bearer fk_nobody"
+    else:
+        column = "revoked_at" if change == "revoked" else "expires_at"
+        store.run(f"UPDATE floor_keys SET {column} = %s WHERE secret_hash = %s",
+                  (time.time() - 1, digest))  # fmt: skip
+    assert client.post(PATH, json=BODY).status_code == 401
+    assert _count(store, "floor_audit") == 1
+
+
+def test_a_full_window_refuses_the_call(floor, monkeypatch):
+    client, store, _ = floor
+    monkeypatch.setattr(_floor, "LIMIT", 2)
+    assert [client.post(PATH, json=BODY).status_code for _ in range(3)] == [200, 200, 429]
+    assert _count(store, "floor_audit") == 2
