@@ -16,7 +16,7 @@ from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Tool
 from turnkit.registry.visibility import Allow
 
-__all__ = ["Call", "Checked"]
+__all__ = ["Call", "Checked", "Resolved"]
 
 
 @dataclass(slots=True)
@@ -63,3 +63,14 @@ class Checked:
     digest: str
     ctx: CallContext
     settings: Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """Who a call is made for, as a door found them in the call's worker thread
+    (``Executor.acall_as``): the caller, their allow list, and the operator's setting overrides
+    when they were read in the same statement (None: the call reads them)."""
+
+    caller: Caller
+    allow: Allow = "all"
+    overrides: Mapping[str, Any] | None = None

@@ -237,7 +237,7 @@ def _decide(
         if refused is not None:
             return Refused("forbidden", refused)
     overrides = yield on_ledger(Ledger.settings)
-    settings = env.defaults.merged(overrides)
+    settings = env.settings(overrides)
     now = env.clock()
     tracing.decision_of(deciding, held, parsed.action, now)
     if held.status == "pending" and held.expires_at <= now:

@@ -17,11 +17,11 @@ import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from turnkit.executor import steps
 from turnkit.executor.answers import Answer, AnswerJSON
-from turnkit.executor.calls import Call
+from turnkit.executor.calls import Call, Resolved
 from turnkit.executor.confirmations import (
     Decision,
     confirm_steps,
@@ -30,7 +30,14 @@ from turnkit.executor.confirmations import (
     refusal_for_others,
 )
 from turnkit.executor.drivers import adrive, drive
-from turnkit.executor.effects import Environment, Orphans, Permissions, on_ledger
+from turnkit.executor.effects import (
+    Environment,
+    Orphans,
+    Permissions,
+    Steps,
+    UserCode,
+    on_ledger,
+)
 from turnkit.executor.pipeline import enabled_now, execute_steps, settings_now
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
@@ -45,6 +52,7 @@ from turnkit.registry.visibility import Allow, hidden_reason, visible
 __all__ = ["Executor"]
 
 log = logging.getLogger("turnkit.executor")
+R = TypeVar("R")
 
 CLOSE_WAIT = 10.0
 """How long ``close`` waits, at most, for the outcomes of cancelled calls being recorded (a few
@@ -159,7 +167,7 @@ class Executor:
     def _tools_steps(self, caller: Caller, allow: Allow, overrides: dict[str, Any] | None) -> Any:
         if overrides is None:
             overrides = yield on_ledger(Ledger.settings)
-        tools = yield from self._visible_steps(caller, allow, self.defaults.merged(overrides))
+        tools = yield from self._visible_steps(caller, allow, self._env.settings(overrides))
         return overrides, tools
 
     def hidden_for(self, caller: Caller, allow: Allow = "all") -> list[tuple[Tool, str]]:
@@ -357,6 +365,41 @@ class Executor:
         """Async twin of ``call``."""
         call = self._call(caller, name, input, control, allow, settings, thread, wait, request)
         return await adrive(execute_steps(self._env, call), self._env)
+
+    async def acall_as(
+        self,
+        resolve: Callable[[], Resolved | R],
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        request: Mapping[str, str] | None = None,
+    ) -> Answer | R:
+        """``acall`` for a caller that blocking code finds, such as an API key looked up by its
+        secret: ``resolve()`` runs in the worker thread that runs the call, so finding the
+        caller and the call cost one thread hop, not two (measured: a hop is ~0.1 ms, more
+        than a SQLite read). It returns ``Resolved`` to make the call, or anything else (why
+        the caller is refused), returned as it is: nothing is then called or audited."""
+        steps = self._resolved_steps(resolve, name, input, control, wait, request)
+        return await adrive(steps, self._env)
+
+    def _resolved_steps(
+        self,
+        resolve: Callable[[], Resolved | R],
+        name: str,
+        input: object,
+        control: Mapping[str, Any] | None,
+        wait: bool,
+        request: Mapping[str, str] | None,
+    ) -> Steps[Answer | R]:
+        found = yield UserCode(resolve)
+        if not isinstance(found, Resolved):
+            return found
+        settings = None if found.overrides is None else self._env.settings(found.overrides)
+        call = self._call(found.caller, name, input, control, found.allow, settings, None, wait,
+                          request)  # fmt: skip
+        return (yield from execute_steps(self._env, call))
 
     @staticmethod
     def _call(

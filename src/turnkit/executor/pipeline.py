@@ -62,7 +62,7 @@ OUTCOME_UNKNOWN = (
 def settings_now(env: Environment) -> Steps[Settings]:
     """The defaults with the operator's overrides, read from the ledger now."""
     overrides = yield on_ledger(Ledger.settings)
-    return env.defaults.merged(overrides)
+    return env.settings(overrides)
 
 
 def execute_steps(env: Environment, call: Call) -> Steps[Answer]:

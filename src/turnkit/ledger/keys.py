@@ -24,11 +24,11 @@ import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from turnkit.errors import CallerError
 from turnkit.ledger.records import iso
-from turnkit.ledger.sql import Statements
+from turnkit.ledger.sql import Statements, load
 from turnkit.registry.caller import Caller
 from turnkit.registry.tool_checks import SCOPE
 
@@ -47,6 +47,11 @@ KEY_TOUCH = 60.0
 shows it to within this, and a busy key writes the ledger once a minute, not on every request."""
 _SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
 _COLUMNS = "id, user_id, scopes, allow, created_at, expires_at, revoked_at, name, last_used_at"
+_KEY_AND_SETTINGS = (  # the settings' key and value in the key's first two (text) columns
+    f"SELECT 'key', {_COLUMNS} FROM turnkit_api_keys WHERE secret_hash = ?"
+    " UNION ALL SELECT 'setting', key, value, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+    " FROM turnkit_settings"
+)
 
 
 def looks_like_key(text: str) -> bool:
@@ -200,9 +205,28 @@ class ApiKeys:
         rows = self.ledger._rows(
             f"SELECT {_COLUMNS} FROM turnkit_api_keys WHERE secret_hash = ?", (_digest(secret),)
         )
-        if not rows:
+        return self._found(rows[0] if rows else None, now, touch)
+
+    def with_settings(
+        self, secret: str, *, now: float | None = None
+    ) -> tuple[ApiKey | None, dict[str, Any]]:
+        """``(by_secret(secret), the operator's setting overrides)`` read in one statement: what
+        a request starts with (one round trip to the database, not two). The settings are the
+        ledger's whose tables hold the keys."""
+        if not looks_like_key(secret):
+            return None, {}
+        rows = self.ledger._rows(_KEY_AND_SETTINGS, (_digest(secret),))
+        found = next((row[1:] for row in rows if row[0] == "key"), None)
+        settings = {str(row[1]): load(row[2]) for row in rows if row[0] == "setting"}
+        return self._found(found, now, touch=True), settings
+
+    def _found(
+        self, row: tuple[object, ...] | None, now: float | None, touch: bool
+    ) -> ApiKey | None:
+        """The key in ``row``, its use recorded (see ``by_secret``)."""
+        if row is None:
             return None
-        key = _key(rows[0])
+        key = _key(row)
         now = time.time() if now is None else now
         stale = key.last_used_at is None or now - key.last_used_at >= KEY_TOUCH
         if touch and stale and key.refused(now) is None:

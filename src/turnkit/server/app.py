@@ -14,6 +14,7 @@ from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKeys
 from turnkit.server import problems, rest
 from turnkit.server.auth import ExecutorDep
+from turnkit.server.bearer import KeyFinder
 from turnkit.server.headers import SecurityHeaders
 from turnkit.server.ui.session import IDLE_SECONDS, SignIn
 
@@ -120,8 +121,12 @@ def create_app(
     app.add_middleware(SecurityHeaders)  # added last: outside the 413s of BodyLimit too
     app.state.executor = executor
     app.state.keys = keys
+    app.state.find_key = KeyFinder(keys, executor.ledger, executor.clock)
     problems.install(app)
     app.include_router(rest.router)
+    app.router.routes.insert(  # first: the busiest request, served without FastAPI's routing
+        0, Route(rest.INVOKE_PATH, rest.invoke_route, methods=["POST"], include_in_schema=False)
+    )
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
     if counted is not None:
         app.add_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)

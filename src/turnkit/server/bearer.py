@@ -9,9 +9,13 @@ every process.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
+from turnkit.executor.calls import Resolved
 from turnkit.ledger.keys import ApiKey, ApiKeys
 
-__all__ = ["NO_KEY", "UNKNOWN_KEY", "challenge", "usable_key"]
+__all__ = ["NO_KEY", "UNKNOWN_KEY", "KeyFinder", "challenge", "usable_key"]
 
 NO_KEY = "send an API key: 'Authorization: Bearer tk_...' (make one with turnkit keys create)"
 """Why a request without a bearer is refused."""
@@ -27,6 +31,35 @@ async def usable_key(keys: ApiKeys, secret: str, now: float) -> ApiKey | str:
         return UNKNOWN_KEY
     refused = key.refused(now)
     return key if refused is None else refused + _RENEW
+
+
+class KeyFinder:
+    """Who a bearer key calls as, found in the worker thread that runs the call
+    (``Executor.acall_as``): one thread hop for the lookup and the call. When the keys live in
+    the executor's ledger, the operator's settings are read in the same statement as the key
+    (``ApiKeys.with_settings``): one round trip to the database for both."""
+
+    def __init__(self, keys: ApiKeys, ledger: object, clock: Callable[[], float]) -> None:
+        self.keys = keys
+        self.clock = clock
+        self.with_settings = keys.ledger is ledger
+
+    def __call__(self, secret: str) -> Callable[[], Resolved | str]:
+        """What ``acall_as`` runs: the caller ``secret`` names, or why it is refused."""
+        return functools.partial(self.find, secret)
+
+    def find(self, secret: str) -> Resolved | str:
+        """Blocking: the key's caller, allow list (and settings), or why it may not call."""
+        if self.with_settings:
+            key, overrides = self.keys.with_settings(secret)
+        else:
+            key, overrides = self.keys.by_secret(secret), None
+        if key is None:
+            return UNKNOWN_KEY
+        refused = key.refused(self.clock())
+        if refused is not None:
+            return refused + _RENEW
+        return Resolved(key.caller, key.allowed, overrides)
 
 
 def challenge(description: str) -> str:
