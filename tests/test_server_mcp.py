@@ -665,6 +665,7 @@ def test_a_database_failing_while_a_key_is_looked_up_is_a_500_with_an_error_id(
         raise RuntimeError(f"connection to {LEAKED} refused")
 
     monkeypatch.setattr(ApiKeys, "by_secret", lookup)
+    monkeypatch.setattr(ApiKeys, "with_settings", lookup)  # with the settings, in one statement
     caplog.set_level(logging.ERROR, logger="turnkit.server.mcp")
     answer = post(served.url, call("shop_list_products", {}), f"Bearer {secret}")
 

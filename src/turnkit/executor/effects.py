@@ -144,15 +144,20 @@ class Environment:
     """The threads sync handlers run in (apart from ledger work)."""
     orphans: Orphans
     """The outcomes of cancelled runs' handlers still to be recorded (``_record_after``)."""
-    _merged: dict[str, Settings] = field(default_factory=dict)
+    _merged: dict[object, Settings] = field(default_factory=dict)
 
     def settings(self, overrides: Mapping[str, Any]) -> Settings:
         """The defaults with the operator's ``overrides``, merged once per distinct overrides
         (they change rarely; merging checks every value: ~20 µs a call, measured)."""
         if not overrides:
             return self.defaults
-        key = json.dumps(overrides, sort_keys=True, default=repr)
-        found = self._merged.get(key)
+        key: object
+        try:
+            key = frozenset(overrides.items())
+            found = self._merged.get(key)
+        except TypeError:  # a list among the values: not hashable
+            key = json.dumps(overrides, sort_keys=True, default=repr)
+            found = self._merged.get(key)
         if found is None:
             found = remember(self._merged, key, self.defaults.merged(overrides), limit=64)
         return found

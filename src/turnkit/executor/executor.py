@@ -134,6 +134,12 @@ class Executor:
         """Async twin of ``settings_now``."""
         return await adrive(settings_now(self._env), self._env)
 
+    def settings_with(self, overrides: Mapping[str, Any]) -> Settings:
+        """The defaults with the operator's ``overrides`` (as ``Ledger.settings`` reads them)
+        applied: the settings in force for a door that read them itself (with a key, in one
+        statement). Merged once per distinct overrides."""
+        return self._env.settings(overrides)
+
     def visible_for(
         self, caller: Caller, allow: Allow = "all", *, settings: Settings | None = None
     ) -> list[Tool]:
@@ -396,7 +402,7 @@ class Executor:
         found = yield UserCode(resolve)
         if not isinstance(found, Resolved):
             return found
-        settings = None if found.overrides is None else self._env.settings(found.overrides)
+        settings = None if found.overrides is None else self.settings_with(found.overrides)
         call = self._call(found.caller, name, input, control, found.allow, settings, None, wait,
                           request)  # fmt: skip
         return (yield from execute_steps(self._env, call))

@@ -136,7 +136,9 @@ def create_app(
         app.mount("/ui/static", static_files(), name="ui-static")  # before the pages' catch-all
         app.include_router(inbox_router(executor, keys, ui_sign_in, idle=inbox_idle_timeout))
     if mounted is not None and mcp_path is not None:  # "/mcp" itself too, without a redirect
-        app.router.routes.append(Route(mcp_path, mounted, include_in_schema=False))
+        # first, as invoke: every MCP request is for this path, and FastAPI's matching of the
+        # routes before it cost ~0.2 ms a request (measured, FastAPI 0.165)
+        app.router.routes.insert(0, Route(mcp_path, mounted, include_in_schema=False))
         app.mount(mcp_path, mounted)
     return app
 

@@ -10,12 +10,15 @@ every process.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from turnkit.executor.calls import Resolved
 from turnkit.ledger.keys import ApiKey, ApiKeys
+from turnkit.registry._memo import remember
+from turnkit.registry.caller import Caller
 
-__all__ = ["NO_KEY", "UNKNOWN_KEY", "KeyFinder", "challenge", "usable_key"]
+__all__ = ["NO_KEY", "UNKNOWN_KEY", "KeyFinder", "challenge", "usable", "usable_key"]
 
 NO_KEY = "send an API key: 'Authorization: Bearer tk_...' (make one with turnkit keys create)"
 """Why a request without a bearer is refused."""
@@ -26,7 +29,11 @@ _RENEW = "; make a new key with turnkit keys create"
 
 async def usable_key(keys: ApiKeys, secret: str, now: float) -> ApiKey | str:
     """The key ``secret`` names if it may be used at ``now``; else why not (for a 401)."""
-    key = await keys.aby_secret(secret)
+    return usable(await keys.aby_secret(secret), now)
+
+
+def usable(key: ApiKey | None, now: float) -> ApiKey | str:
+    """``key`` (as a secret found it) if it may be used at ``now``; else why not."""
     if key is None:
         return UNKNOWN_KEY
     refused = key.refused(now)
@@ -43,23 +50,30 @@ class KeyFinder:
         self.keys = keys
         self.clock = clock
         self.with_settings = keys.ledger is ledger
+        self._callers: dict[ApiKey, Caller] = {}  # a key's caller, checked once
 
     def __call__(self, secret: str) -> Callable[[], Resolved | str]:
         """What ``acall_as`` runs: the caller ``secret`` names, or why it is refused."""
         return functools.partial(self.find, secret)
 
-    def find(self, secret: str) -> Resolved | str:
-        """Blocking: the key's caller, allow list (and settings), or why it may not call."""
+    def lookup(self, secret: str) -> tuple[ApiKey | str, Mapping[str, Any] | None]:
+        """Blocking: the usable key ``secret`` names (or why it is refused), and the operator's
+        setting overrides read with it (None when the keys are in another database)."""
         if self.with_settings:
             key, overrides = self.keys.with_settings(secret)
         else:
             key, overrides = self.keys.by_secret(secret), None
-        if key is None:
-            return UNKNOWN_KEY
-        refused = key.refused(self.clock())
-        if refused is not None:
-            return refused + _RENEW
-        return Resolved(key.caller, key.allowed, overrides)
+        return usable(key, self.clock()), overrides
+
+    def find(self, secret: str) -> Resolved | str:
+        """Blocking: the key's caller, allow list (and settings), or why it may not call."""
+        key, overrides = self.lookup(secret)
+        if isinstance(key, str):
+            return key
+        caller = self._callers.get(key)
+        if caller is None:
+            caller = remember(self._callers, key, key.caller, limit=1024)
+        return Resolved(caller, key.allowed, overrides)
 
 
 def challenge(description: str) -> str:

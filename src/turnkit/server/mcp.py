@@ -66,11 +66,18 @@ def request_key(ctx: ServerRequestContext[Any, Any] | None = None) -> ApiKey | N
     (protocol 2026-07-28); older clients are served in another task, where the HTTP request of
     ``ctx`` still carries it.
     """
+    token = request_token(ctx)
+    return None if token is None else token.key
+
+
+def request_token(ctx: ServerRequestContext[Any, Any] | None = None) -> KeyToken | None:
+    """The token of the request being handled (its key, and the settings read with it), or None
+    when it came without one (see ``request_key``)."""
     token = get_access_token()
     if token is None and ctx is not None and isinstance(ctx.request, Request):
         user = ctx.request.scope.get("user")
         token = user.access_token if isinstance(user, AuthenticatedUser) else None
-    return token.key if isinstance(token, KeyToken) else None
+    return token if isinstance(token, KeyToken) else None
 
 
 def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True) -> Server[Any]:
@@ -86,7 +93,10 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return await tools.list_tools(request_key(ctx))
+        token = request_token(ctx)
+        return await tools.list_tools(
+            *((None, None) if token is None else (token.key, token.settings))
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -94,8 +104,11 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
         control = control_of(params.meta)
         root = ctx.request.scope.get("root_path", "") if isinstance(ctx.request, Request) else ""
         base = str(root).removesuffix(mcp_path)  # a host app's mount prefix, or ""
-        key = request_key(ctx)
-        return await tools.call_tool(key, params.name, params.arguments, control, base, inbox)
+        token = request_token(ctx)
+        key, settings = (None, None) if token is None else (token.key, token.settings)
+        return await tools.call_tool(
+            key, params.name, params.arguments, control, base, inbox, settings=settings
+        )
 
     server: Server[Any] = Server(
         SERVER_NAME,
@@ -181,6 +194,10 @@ def mcp_app(
     security = transport_security() if security is None else security
     endpoint = _Endpoint(mcp_server(executor, mcp_path, inbox=inbox), security)
     guarded_app = AuthContextMiddleware(RequireKey(endpoint))
-    verifier = KeyVerifier(keys, executor.clock)  # keys expire by the clock REST reads too
+    verifier = KeyVerifier(  # keys expire by the clock REST reads too
+        keys,
+        executor.clock,
+        settings=executor.settings_with if keys.ledger is executor.ledger else None,
+    )
     authenticated = AuthenticationMiddleware(guarded_app, backend=KeyBackend(verifier))
     return Failsafe(HostCheck(authenticated, security)), endpoint.lifespan

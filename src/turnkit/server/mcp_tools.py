@@ -25,6 +25,7 @@ from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, iso
 from turnkit.registry.names import model_name, model_names
+from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Annotations, Tool
 
 __all__ = ["CONTROL_META", "GET_CONFIRMATION", "McpTools", "control_of"]
@@ -117,11 +118,15 @@ class McpTools:
         tool = self._by_model.get(name)
         return None if tool is None else Executor.input_schema(tool)
 
-    async def list_tools(self, key: ApiKey | None) -> types.ListToolsResult:
-        """The tools ``key`` may use now, in the registry's order (none without a key)."""
+    async def list_tools(
+        self, key: ApiKey | None, settings: Settings | None = None
+    ) -> types.ListToolsResult:
+        """The tools ``key`` may use now, in the registry's order (none without a key);
+        ``settings``: those in force, when they were read with the key."""
         if key is None:
             return types.ListToolsResult(tools=[])
-        settings = await self.executor.asettings_now()  # the hold rule reads them too
+        if settings is None:
+            settings = await self.executor.asettings_now()  # the hold rule reads them too
         visible = await self.executor.avisible_for(key.caller, key.allowed, settings=settings)
         shown = [
             _listed(
@@ -140,11 +145,14 @@ class McpTools:
         control: dict[str, Any] | None = None,
         base: str = "",
         inbox: bool = True,
+        *,
+        settings: Settings | None = None,
     ) -> types.CallToolResult:
         """Run ``name`` for ``key`` through the executor; its answer as an MCP result.
         ``control``: the call's control fields (``control_of`` the request's ``_meta``);
         ``base``: where the REST API and the inbox are (a host app's mount prefix, or "");
-        ``inbox``: whether the app serves the web inbox."""
+        ``inbox``: whether the app serves the web inbox; ``settings``: those in force, when
+        they were read with the key (else the call reads them)."""
         if key is None:
             return _error_result(Refused("forbidden", NO_KEY))
         if name == GET_CONFIRMATION:
@@ -156,6 +164,7 @@ class McpTools:
             {} if arguments is None else arguments,
             control,
             allow=key.allowed,
+            settings=settings,
             wait=False,  # a repeat of a running call: in_progress at once, the client retries
         )
         structured = tool is not None and _output_schema(tool, key) is not None
