@@ -62,6 +62,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from bench import _floor
+from bench._cpu import CpuSplit
 from turnkit import open_ledger
 
 SCENARIO = "server"
@@ -140,16 +141,23 @@ def _free_port() -> int:
 
 @contextmanager
 def serving(
-    command: list[str], ready: str, env: dict[str, str] | None = None, *, quiet: bool = False
+    command: list[str],
+    ready: str,
+    env: dict[str, str] | None = None,
+    *,
+    quiet: bool = False,
+    pids: list[int] | None = None,
 ) -> Iterator[str]:
     """``command`` (given ``{port}``) run from the repository root with ``env`` added to this
     process's environment; its base URL once ``ready`` (a path) answers; stopped on exit.
-    ``quiet``: its stderr (a server's log lines) is dropped too."""
+    ``quiet``: its stderr (a server's log lines) is dropped too; ``pids``: gets its process id."""
     port = _free_port()
     env = os.environ | {"PYTHONPATH": str(ROOT)} | (env or {})
     argv = [part.format(port=port) for part in command]
     stderr = subprocess.DEVNULL if quiet else None
     process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    if pids is not None:
+        pids.append(process.pid)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -467,21 +475,32 @@ def mcp_rows(quick: bool, turnkit: str, secret: str, stack: ExitStack) -> list[d
 
 
 def workers_rows(quick: bool, group: str, db: str) -> list[dict[str, Any]]:
-    """Requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on the ledger ``db``."""
+    """Requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on the ledger ``db``, and
+    where the machine's CPU went meanwhile (``_cpu.py``: idle cores mean something serialises
+    the requests; busy ones, that more workers cannot help)."""
     secret = prepared(db)
     bearer = {"Authorization": f"Bearer {secret}"}
     seconds = QUICK_LOAD_SECONDS if quick else LOAD_SECONDS
-    rates = {}
+    rates, rows = {}, []
     for workers in (1, 3):
-        with serving(turnkit_command(db, workers), "/healthz") as url:
+        pids: list[int] = []
+        server = serving(turnkit_command(db, workers), "/healthz", pids=pids)
+        with server as url, CpuSplit(pids[0]) as split:
             rates[workers], _ = asyncio.run(loaded(url, bearer, seconds))
-    target = _at_least(rates[3] / rates[1], WORKERS_TARGET) if group == "postgres" else {
-        "ratio": rates[3] / rates[1]}  # fmt: skip
+        if split.found is not None:
+            used = split.found
+            rows.append(_common.row(
+                SCENARIO, f"{group}: --workers {workers}: CPU busy (server {used.server:.2f},"
+                f" PostgreSQL {used.postgres:.2f}, load {used.load:.2f} cores)",
+                used.machine, f"/{used.cores} cores"))  # fmt: skip
+    ratio = rates[3] / rates[1]
+    target = _at_least(ratio, WORKERS_TARGET) if group == "postgres" else {"ratio": ratio}
     return [
         _common.row(SCENARIO, f"{group}: turnkit serve --workers 1, {CLIENTS} clients",
                     rates[1], "req/s"),
         _common.row(SCENARIO, f"{group}: turnkit serve --workers 3 (÷ 1 worker)",
                     rates[3], "req/s", **target),
+        *rows,
     ]  # fmt: skip
 
 
