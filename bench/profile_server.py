@@ -1,0 +1,215 @@
+"""Where a served call's time goes (diagnostic, no target): one REST invoke and one MCP
+``tools/call`` of a read, counted and timed in process.
+
+For each door: the ledger statements a call runs (each one round trip to PostgreSQL), the thread
+hops turnkit makes (``asyncio.to_thread`` and the handler pool), and the microseconds a call takes
+when the ASGI app is called directly (no network, no HTTP parsing: what the server itself adds),
+against the floor of ``bench/server.py`` (REST) and the SDK's ``MCPServer`` (MCP), interleaved.
+With ``--profile``, the functions that took the most time in the REST call (cProfile of the
+event loop's thread; the worker threads' share shows as the waits on them).
+
+    .venv/bin/python bench/profile_server.py [--postgres] [--profile]
+
+``--postgres`` runs on ``TURNKIT_BENCH_POSTGRES_URL`` (or ``TURNKIT_TEST_POSTGRES_URL``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+try:
+    from bench import _common
+except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repository is not
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench import _common
+
+from bench import _floor
+from bench import server as served
+
+ROUNDS, BATCH = 7, 200
+MCP_BODY = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": served.MODEL_NAME, "arguments": {"sku": "TEA-0001"}}}  # fmt: skip
+
+
+def turnkit_app(db: str) -> Any:
+    """The app ``turnkit serve`` runs, as its workers build it (``app_from_environment``)."""
+    from turnkit.cli.serve import OPTIONS, app_from_environment
+
+    os.environ[OPTIONS] = json.dumps({
+        "db": db, "modules": ["bench.server:admin_module"], "entry_points": False, "demo": False,
+        "catalogue": None, "permissions": "bench._common:permissions",
+        "app": {"mcp_allowed_hosts": ["127.0.0.1:8000"]}, "log_format": "off",
+    })  # fmt: skip
+    return app_from_environment()
+
+
+def scope(path: str, body: bytes, bearer: str | None, mcp: bool = False) -> dict[str, Any]:
+    """The ASGI scope of a POST to ``path`` as a keep-alive client sends it."""
+    headers = [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]  # fmt: skip
+    if bearer:
+        headers.append((b"authorization", f"Bearer {bearer}".encode()))
+    if mcp:
+        headers += [(b"accept", b"application/json, text/event-stream"),
+                    (b"mcp-protocol-version", b"2025-06-18")]  # fmt: skip
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+            "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+            "query_string": b"", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5555),
+            "headers": headers}  # fmt: skip
+
+
+def caller(app: Any, path: str, body: bytes, bearer: str | None, mcp: bool = False) -> Callable:
+    """A coroutine function making one call of ``app``; anything but a 200 stops the profile."""
+    sent_scope = scope(path, body, bearer, mcp)
+
+    async def call() -> None:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await app(dict(sent_scope), receive, send)
+        answer = b"".join(m.get("body", b"") for m in sent[1:])
+        if sent[0]["status"] != 200 or b"Green tea" not in answer:
+            raise RuntimeError(f"{path}: {sent[0]['status']} {answer[:300]!r}")
+
+    return call
+
+
+class Counts:
+    """Statements (the ledger's ``_rows`` and ``_run``) and turnkit's thread hops, counted."""
+
+    def __init__(self) -> None:
+        self.statements = self.hops = 0
+
+    @contextmanager
+    def counting(self, ledger: Any) -> Iterator[None]:
+        with ExitStack() as undo:
+            for name in ("_rows", "_run"):
+                undo.enter_context(self._patched(ledger, name, "statements"))
+            undo.enter_context(self._patched(asyncio, "to_thread", "hops"))
+            undo.enter_context(self._patched(ThreadPoolExecutor, "submit", "hops", handlers=True))
+            yield
+
+    @contextmanager
+    def _patched(
+        self, owner: Any, name: str, counter: str, handlers: bool = False
+    ) -> Iterator[None]:
+        original = getattr(owner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            pool = args[0] if handlers else None
+            if pool is None or getattr(pool, "_thread_name_prefix", "").startswith(
+                "turnkit-handler"
+            ):
+                setattr(self, counter, getattr(self, counter) + 1)
+            return original(*args, **kwargs)
+
+        setattr(owner, name, counted)
+        try:
+            yield
+        finally:
+            setattr(owner, name, original)
+
+
+async def interleaved(calls: dict[str, Callable]) -> dict[str, float]:
+    """µs per call of each contender: the median over rounds whose batches alternate."""
+    for call in calls.values():
+        for _ in range(BATCH):
+            await call()
+    found: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(ROUNDS):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(BATCH):
+                await call()
+            found[name].append((time.perf_counter() - start) / BATCH * 1e6)
+    return {name: statistics.median(values) for name, values in found.items()}
+
+
+async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: str,
+                  peer: Any, profile: bool) -> list[dict[str, Any]]:  # fmt: skip
+    rest_body = json.dumps(served.BODY).encode()
+    mcp_body = json.dumps(MCP_BODY).encode()
+    path = f"/v1/tools/{served.TOOL}/invoke"
+    rest = caller(app, path, rest_body, secret)
+    mcp = caller(app, "/mcp", mcp_body, secret, mcp=True)
+    rows = []
+    async with app.router.lifespan_context(app), peer.router.lifespan_context(peer):
+        for door, call in (("REST invoke", rest), ("MCP tools/call", mcp)):
+            await call()  # the key's first use is recorded once: not counted
+            counts = Counts()
+            with counts.counting(ledger):
+                for _ in range(10):
+                    await call()
+            rows += [
+                _common.row("profile", f"{door}: ledger statements a call", counts.statements / 10,
+                            "statements"),
+                _common.row("profile", f"{door}: turnkit's thread hops a call", counts.hops / 10,
+                            "hops"),
+            ]  # fmt: skip
+        times = await interleaved({
+            "rest": rest, "floor": caller(floor, path, rest_body, floor_secret),
+            "mcp": mcp, "peer": caller(peer, "/mcp", mcp_body, None, mcp=True),
+        })  # fmt: skip
+        rows += [
+            _common.row("profile", "REST invoke in process: turnkit (÷ floor)", times["rest"], "µs",
+                        ratio=times["rest"] / times["floor"]),
+            _common.row("profile", "REST invoke in process: floor", times["floor"], "µs"),
+            _common.row("profile", "MCP tools/call in process: turnkit (÷ SDK MCPServer)",
+                        times["mcp"], "µs", ratio=times["mcp"] / times["peer"]),
+            _common.row("profile", "MCP tools/call in process: SDK MCPServer", times["peer"], "µs"),
+        ]  # fmt: skip
+        if profile:
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(1000):
+                await rest()
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+            print(text.getvalue(), file=sys.stderr)
+    return rows
+
+
+def main(postgres: bool, profile: bool) -> list[dict[str, Any]]:
+    import uvloop
+
+    with tempfile.TemporaryDirectory(prefix="turnkit-profile-") as folder, ExitStack() as stack:
+        if postgres:
+            url = _common.postgres_url()
+            if url is None:
+                raise SystemExit(_common.postgres_note())
+            db = stack.enter_context(_common.postgres_schema(url))
+            floor_db = stack.enter_context(_common.postgres_schema(url))
+        else:
+            db, floor_db = f"{folder}/ledger.sqlite", f"{folder}/floor.sqlite"
+        secret = served.prepared(db)
+        app = turnkit_app(db)
+        os.environ[_floor.FLOOR_DB] = floor_db
+        floor_secret = _floor.make_key(floor_db)
+        floor = _floor.floor_app()
+        ledger = app.state.executor.ledger
+        return uvloop.run(measure(app, ledger, secret, floor, floor_secret,
+                                  served.mcp_peer_app(), profile))  # fmt: skip
+
+
+if __name__ == "__main__":
+    print(_common.format_table(main("--postgres" in sys.argv, "--profile" in sys.argv)))
