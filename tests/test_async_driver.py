@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -143,16 +144,16 @@ async def test_a_call_cancelled_in_a_worker_thread_stops_there_and_releases_its_
 
 
 async def test_a_call_whose_code_is_all_sync_makes_one_worker_thread_hop(ledger, monkeypatch):
-    """Provider, ledger work and the sync handler (handed to the handler pool from the worker
-    thread) in one hop: a hop costs more CPU than a plain read's ledger work."""
+    """Provider, ledger work and the sync handler (run in the same worker thread, its timeout
+    kept by the watchdog) in one hop: a hop costs more CPU than a plain read's ledger work."""
     hops: list[str] = []
-    to_thread = asyncio.to_thread
+    submit = ThreadPoolExecutor.submit
 
-    async def counted(function: Any, /, *args: Any) -> Any:
+    def counted(pool: ThreadPoolExecutor, function: Any, /, *args: Any, **kwargs: Any) -> Any:
         hops.append(getattr(function, "__name__", "?"))
-        return await to_thread(function, *args)
+        return submit(pool, function, *args, **kwargs)
 
-    monkeypatch.setattr(asyncio, "to_thread", counted)
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", counted)
     executor = _executor(ledger, lambda caller: {"lab.view"})
     answer = await executor.aexecute(Caller.session("u_1"), "lab.get_thing", {})
     executor.close()
@@ -266,7 +267,11 @@ class _Queued:
                 return [{**super().api_tools()[0], "handler": handler, "input_schema": schema}]
 
         self.executor = Executor(
-            Registry([Two()]), ledger=ledger, permissions=lambda c: {"lab.view"}, handler_threads=1
+            Registry([Two()]),
+            ledger=ledger,
+            permissions=lambda c: {"lab.view"},
+            handler_threads=1,
+            inline_handlers=False,  # handlers wait in the pool (after an overrun, they do too)
         )
         self.alice = Caller.session("alice")
         self.first: asyncio.Task[Any] | None = None
@@ -426,7 +431,8 @@ async def test_an_approved_write_whose_handler_the_closing_executor_drops_is_pen
     confirmation goes back to pending (a person may approve it again), never stuck running."""
     ledger = any_ledger
     ledger.set_setting("api_session_write_modules", ["shop"])
-    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights, handler_threads=1)
+    executor = Executor(Registry([shop]), ledger=ledger, permissions=rights, handler_threads=1,
+                        inline_handlers=False)  # fmt: skip
     alice = Caller.session("alice")
     held = await executor.aexecute(alice, "shop.set_prices", prices("TEA-0001"))
     assert held["status"] == "confirmation_required"

@@ -469,9 +469,8 @@ async def test_a_sync_handler_under_aexecute_runs_off_the_event_loop_thread(lab,
     loop_thread = threading.get_ident()
     assert (await executor.aexecute(lab_key, "lab.get_thread", {}))["status"] == "ok"
     assert len(where) == 1
-    ident, name = where[0]
-    assert ident != loop_thread
-    assert name.startswith("turnkit-handler")
+    ident, _ = where[0]
+    assert ident != loop_thread  # the call's worker thread (a ledger that blocks) or the pool
 
 
 async def test_an_async_handler_under_aexecute_runs_on_the_event_loop(lab, lab_key):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -39,6 +40,7 @@ from turnkit.executor.effects import (
     UserCode,
     bubbles,
 )
+from turnkit.executor.inline import TakenOver, Watch, may_inline, run_inline
 from turnkit.observe.spans import active
 from turnkit.registry.caller import (
     Caller,
@@ -118,7 +120,7 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
         if _blocks(effect, env):
             cancelled = cancelled or threading.Event()
             try:
-                done, found = await asyncio.to_thread(_advance, steps, env, effect, cancelled)
+                done, found = await _in_worker(steps, env, effect, cancelled)
             except asyncio.CancelledError:
                 cancelled.set()  # the worker thread stops the steps at their next effect
                 raise
@@ -132,6 +134,53 @@ async def adrive(steps: Steps[T], env: Environment) -> T:
                 reply, error = await _aperform(effect, env), None
         except Exception as exc:  # handed back to the steps on the next turn
             reply, error = None, exc
+
+
+def _in_worker(
+    steps: Steps[T], env: Environment, effect: Effect, cancelled: threading.Event
+) -> asyncio.Future[tuple[bool, Any]]:
+    """``_advance`` in a worker thread of the loop's default pool (with this context, as
+    ``asyncio.to_thread``): a future settled with what it returns, or with the ``timeout``
+    answer the watchdog's thread gave the steps when their handler, run in that worker thread
+    (``inline.py``), overran."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[tuple[bool, Any]] = loop.create_future()
+
+    def settle(result: Any = None, failure: BaseException | None = None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle_with, waiter, result, failure)
+
+    def take_over() -> None:  # the watchdog's thread: the steps are its now
+        try:
+            settle(_advance(steps, env, None, cancelled, None, HandlerOutcome("timeout")))
+        except BaseException as failure:  # the awaiting run raises it, as any call's failure
+            settle(failure=failure)
+
+    def work() -> None:
+        try:
+            found = _advance(steps, env, effect, cancelled, Watch(take_over))
+        except BaseException as failure:
+            settle(failure=failure)
+            return
+        if found is not _ABANDONED:
+            settle(found)
+
+    loop.run_in_executor(None, contextvars.copy_context().run, work)
+    return waiter
+
+
+def _settle_with(waiter: asyncio.Future[Any], result: Any, failure: BaseException | None) -> None:
+    """On the loop: settle ``waiter`` (unless its run was cancelled meanwhile)."""
+    if waiter.done():
+        return
+    if failure is not None:
+        waiter.set_exception(failure)
+    else:
+        waiter.set_result(result)
+
+
+_ABANDONED: Any = object()
+"""What ``_advance`` returns when the watchdog took its steps over: nobody reads it."""
 
 
 def _blocks(effect: Effect, env: Environment) -> bool:
@@ -162,11 +211,18 @@ class _Awaitable:
 
 
 def _advance(
-    steps: Steps[T], env: Environment, effect: Effect, cancelled: threading.Event
+    steps: Steps[T],
+    env: Environment,
+    effect: Effect | None,
+    cancelled: threading.Event,
+    watch: Watch | None = None,
+    given: Any = None,
 ) -> tuple[bool, Any]:
     """In a worker thread: perform ``effect``, then run ``steps`` on, performing the effects that
     may block here, up to its answer ``(True, answer)`` or to an effect for the event loop
-    ``(False, effect)``.
+    ``(False, effect)``. A sync handler runs here too, watched for its timeout (``watch``,
+    ``inline.py``), unless a handler that overran still holds a thread; with ``effect`` None the
+    steps are taken over from such a handler: ``given`` (its ``timeout``) goes in first.
 
     Once ``cancelled`` is set, ``Cancelled`` is thrown into the steps at their next effect
     (``NeverRan`` when it is their handler, never handed over); the effects of their clean-up
@@ -174,11 +230,13 @@ def _advance(
     idempotency, confirmation) whatever happens to the awaiting run: the write is done, and a
     released key would let a retry do it again.
     """
-    stopping = False
-    reply: Any = None
+    stopping = effect is None  # taken over: the handler ran, past its time
+    reply: Any = given
     error: Exception | None = None
     while True:
-        if cancelled.is_set() and not stopping:
+        if effect is None:
+            pass  # a take-over's first turn: ``given`` is the handler's outcome
+        elif cancelled.is_set() and not stopping:
             stopping = True
             reply, error = None, _stopped_before(effect)
         else:
@@ -188,8 +246,12 @@ def _advance(
                     if isinstance(answer, _Awaitable):
                         return False, answer
                     reply, error = answer, None
+                elif isinstance(effect, RunHandler) and watch is not None and _inlines(env):
+                    reply, error = run_inline(effect, watch, _to_completion), None
                 else:
                     reply, error = _perform(effect, env), None
+            except TakenOver:  # the watchdog's thread has the steps now
+                return True, _ABANDONED
             except Exception as exc:  # handed back to the steps on the next turn
                 reply, error = None, exc
             except BaseException as interrupt:  # as ``drive``: the steps clean up, it goes on
@@ -209,7 +271,16 @@ def _advance(
             return False, effect
 
 
-def _stopped_before(effect: Effect) -> Cancelled:
+def _inlines(env: Environment) -> bool:
+    """Whether a sync handler runs in its call's worker thread: unless the executor says not
+    (``inline_handlers=False``), a handler that overran still holds one, or the executor was
+    closed (the pool then refuses it: ``NeverRan``)."""
+    return (
+        env.inline_handlers and may_inline() and not getattr(env.handler_pool, "_shutdown", False)
+    )
+
+
+def _stopped_before(effect: Effect | None) -> Cancelled:
     """What the steps of a cancelled run are told instead of ``effect`` being performed: a
     handler never handed over never ran (its key is released, its approval reopened)."""
     if isinstance(effect, RunHandler):

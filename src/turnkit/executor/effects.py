@@ -144,6 +144,9 @@ class Environment:
     """The threads sync handlers run in (apart from ledger work)."""
     orphans: Orphans
     """The outcomes of cancelled runs' handlers still to be recorded (``_record_after``)."""
+    inline_handlers: bool = True
+    """Whether a sync handler of an async call on a blocking ledger runs in the call's worker
+    thread (``inline.py``) rather than in ``handler_pool``."""
     _merged: dict[object, Settings] = field(default_factory=dict)
 
     def settings(self, overrides: Mapping[str, Any]) -> Settings:
