@@ -299,6 +299,11 @@ RATE_HINT = (
 )
 
 
+def _rate_limited(error: str | None) -> bool:
+    """Whether an error is the rate limit's: a 429 over REST, a result saying so over MCP."""
+    return error is not None and (error.startswith("HTTP 429") or "rate limit" in error.lower())
+
+
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
@@ -332,7 +337,7 @@ def _show(target: Target, load: Load, requests: int | None, tool: str | None) ->
                 f"[red]{figures.errors} error(s) on {escape(figures.label)}; the first:[/]"
                 f" {escape(figures.first_error)}"
             )
-    if any(f.first_error and f.first_error.startswith("HTTP 429") for f in load.routes):
+    if any(_rate_limited(f.first_error) for f in load.routes):
         console.print(f"[yellow]{escape(RATE_HINT)}[/]")
     console.print(f"[dim]{escape(_machine(load))}[/]")
 

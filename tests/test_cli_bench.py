@@ -1,0 +1,260 @@
+"""``turnkit bench serve``: a load a person runs against their own ``turnkit serve``, its figures
+per route, and every mistake told in a line before any load (exit 2); errors under load are
+counted per route and end the command with 1.
+
+Reaches ``turnkit.cli.load``, the generator the command wraps (``run_load`` and its routes, for
+bench/ too), and ``turnkit.cli``'s app, to refuse options in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from typer.testing import CliRunner
+
+from _serving import free_port, wait_healthy
+from test_cli import TURNKIT, env
+from turnkit import open_ledger
+from turnkit.cli import app
+from turnkit.cli.load import Route, rest_tools, run_load
+
+pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
+
+
+class Served(NamedTuple):
+    url: str
+    db: str
+    secret: str
+    folder: Path
+
+
+def turnkit(*args: str, cwd: Path, key: str | None = None) -> subprocess.CompletedProcess[str]:
+    extra = {"COLUMNS": "1000"} | ({} if key is None else {"TURNKIT_KEY": key})
+    return subprocess.run([TURNKIT, *args], cwd=cwd, env=env() | extra, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def make_key(folder: Path, db: str) -> str:
+    made = turnkit("keys", "create", "--demo", "--user", "demo", "--scope",
+                   "catalogue.products:read", "--scope", "catalogue.products:write", "--json",
+                   "--db", db, cwd=folder)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    return json.loads(made.stdout)["secret"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    """``turnkit serve --demo`` on 127.0.0.1, its rate limit off (a load would reach it), and a
+    key that may read and write the demo's catalogue."""
+    folder = tmp_path_factory.mktemp("bench")
+    db = str(folder / "turnkit.sqlite")
+    secret = make_key(folder, db)
+    changed = turnkit("settings", "set", "rate_limit_units", "0", "--db", db, cwd=folder)
+    assert changed.returncode == 0, changed.stderr
+    port = free_port()
+    log = folder / "serve.log"
+    with log.open("w") as out:
+        process = subprocess.Popen([TURNKIT, "serve", "--demo", "--db", db, "--catalogue",
+                                    str(folder / "catalogue.sqlite"), "--port", str(port)],
+                                   cwd=folder, env=env(), stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process, log)
+        yield Served(url, db, secret, folder)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def bench(served: Served, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+    return turnkit("bench", "serve", *args, cwd=served.folder,
+                   key=served.secret if key is None else key)  # fmt: skip
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The refusal a command said: exit 2, one line, no traceback."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout
+    return lines[0]
+
+
+def test_a_load_reports_each_route_and_the_total_as_json(served):
+    done = bench(served, served.url, "--clients", "3", "--duration", "1s", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["tool"] == "catalogue.list_products"  # the first read that takes no input
+    assert [r["route"] for r in report["routes"]] == ["invoke", "tools", "mcp"]
+    assert report["cpus"] == os.cpu_count()
+    assert 0 < report["generator_cpu"] < 2
+    for figures in [*report["routes"], report["total"]]:
+        assert figures["requests"] > 0
+        assert figures["errors"] == 0
+        assert figures["first_error"] is None
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+    assert report["total"]["requests"] == sum(r["requests"] for r in report["routes"])
+
+
+def test_the_table_names_each_route_and_how_much_of_the_machine_the_generator_used(served):
+    done = bench(served, served.url, "--clients", "2", "--duration", "1s", "--routes",
+                 "tools,invoke")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout
+    assert "2 clients" in said
+    assert "tool catalogue.list_products" in said
+    for column in ("requests", "errors", "req/s", "p50 ms", "p99 ms", "max ms"):
+        assert column in said
+    rows = [line.split()[1] for line in said.splitlines() if line.startswith("│")]
+    assert rows == ["tools", "invoke", "total"]
+    assert f"this machine: {os.cpu_count()} CPU(s)" in " ".join(said.split())
+
+
+def test_requests_bounds_the_load_before_the_time(served):
+    started = time.monotonic()
+    done = bench(served, served.url, "--routes", "tools", "--clients", "4", "--requests", "40",
+                 "--duration", "1m", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["total"]["requests"] == 40
+    assert time.monotonic() - started < 30
+
+
+def test_a_tool_and_its_input_are_loaded_over_rest_and_mcp(served):
+    done = bench(served, served.url, "--tool", "catalogue.get_product", "--input",
+                 '{"sku": "TEA-0001"}', "--routes", "invoke,mcp", "--clients", "2",
+                 "--duration", "1s", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert [r["label"] for r in report["routes"]] == [
+        "POST /v1/tools/catalogue.get_product/invoke",
+        "MCP tools/call catalogue_get_product",
+    ]
+    assert report["total"]["errors"] == 0
+
+
+def refused(*args: str, key: str = "tk_any") -> str:
+    """``turnkit bench serve *args`` in this process, refused before it reaches any server: what
+    it said, on one logical line (the console wraps it)."""
+    done = CliRunner().invoke(app, ["bench", "serve", *args], env={"TURNKIT_KEY": key})
+    assert done.exit_code == 2, done.output
+    assert isinstance(done.exception, SystemExit), done.exception
+    return " ".join(done.output.split())
+
+
+@pytest.mark.parametrize("url", ["http://192.0.2.10:8080", "http://tools.example.com"])
+def test_a_server_on_another_machine_is_refused_unless_allowed(url):
+    said = refused(url)
+    assert "is not this machine" in said
+    assert "--allow-remote" in said
+
+
+def test_a_key_the_server_refuses_is_told_in_one_line(served):
+    said = one_line(bench(served, served.url, key="tk_not_a_key"))
+    assert "the server refused the key (401" in said
+    assert "turnkit keys create" in said
+
+
+def test_no_key_is_told_with_where_to_give_it():
+    said = refused("http://127.0.0.1:8080", key="")
+    assert "--key tk_..." in said
+    assert "TURNKIT_KEY" in said
+
+
+def test_an_unknown_tool_is_told_with_the_tools_the_key_may_use(served):
+    said = one_line(bench(served, served.url, "--tool", "catalogue.nothing"))
+    assert "no tool named 'catalogue.nothing'" in said
+    assert "catalogue.list_products" in said
+
+
+def test_a_write_tool_is_refused_unless_writes_are_allowed(served):
+    said = one_line(bench(served, served.url, "--tool", "catalogue.set_prices"))
+    assert "catalogue.set_prices writes" in said
+    assert "--allow-writes" in said
+
+
+def test_an_input_the_tool_refuses_is_told_before_any_load(served):
+    said = one_line(bench(served, served.url, "--tool", "catalogue.get_product"))
+    assert "answered 422" in said
+    assert "sku" in said
+
+
+@pytest.mark.parametrize(
+    ("given", "told"),
+    [("0s", "is not a period"), ("ten", "is not a period"), ("1.5s", "is not a period"),
+     ("2h", "give at most 10m")],
+)  # fmt: skip
+def test_a_bad_duration_is_refused(given, told):
+    assert told in refused("--duration", given)
+
+
+@pytest.mark.parametrize(
+    ("args", "told"),
+    [(["--routes", "invoke,soap"], "--routes 'invoke,soap': give some of invoke, tools, mcp"),
+     (["--input", "[1]"], "is not a JSON object"),
+     (["--clients", "0"], "--clients"),
+     (["https://127.0.0.1:8080"], "is not an http://HOST:PORT URL")],
+)  # fmt: skip
+def test_bad_options_are_refused(args, told):
+    assert told in refused(*args)
+
+
+def test_a_server_that_is_not_running_is_told_in_one_line(served):
+    said = one_line(bench(served, f"http://127.0.0.1:{free_port()}"))
+    assert "nothing answers at" in said
+    assert "turnkit serve" in said
+
+
+def test_an_answer_that_is_not_2xx_is_counted_as_an_error_of_its_route(served):
+    headers = {"Authorization": f"Bearer {served.secret}"}
+    missing = Route(name="missing", label="GET /v1/nothing", method="GET", path="/v1/nothing",
+                    headers=headers)  # fmt: skip
+    load = run_load(served.url, [rest_tools(headers), missing], clients=2, seconds=0.5)
+    listed, refused = load.routes
+    assert listed.requests > 0
+    assert listed.errors == 0
+    assert refused.requests > 0
+    assert refused.errors == refused.requests
+    assert refused.first_error is not None
+    assert refused.first_error.startswith("HTTP 404: ")
+    assert load.total.errors == refused.errors
+
+
+def test_a_key_revoked_under_load_makes_401s_counted_per_route_and_exit_1(served):
+    ledger = open_ledger(served.db)
+    try:
+        key, secret = ledger.keys.create("demo", {"catalogue.products:read"})
+    finally:
+        ledger.close()
+    command = [TURNKIT, "bench", "serve", served.url, "--routes", "invoke,mcp", "--clients", "2",
+               "--duration", "2s", "--json"]  # fmt: skip
+    running = subprocess.Popen(command, cwd=served.folder, env=env() | {"TURNKIT_KEY": secret},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    ledger = open_ledger(served.db)
+    try:
+        deadline = time.monotonic() + 30
+        while sum(key.id in str(row["caller"]) for row in ledger.audit_rows(100)) < 20:
+            assert time.monotonic() < deadline, "the load did not start within 30 s"
+            assert running.poll() is None, running.communicate()
+            time.sleep(0.05)
+        ledger.keys.revoke(key.id)
+    finally:
+        ledger.close()
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 1, out + err
+    report = json.loads(out)
+    for figures in report["routes"]:
+        assert figures["errors"] > 0
+        assert "revoked" in figures["first_error"]
+    assert report["routes"][0]["first_error"].startswith("HTTP 401: ")
