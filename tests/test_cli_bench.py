@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -23,6 +24,8 @@ from typer.testing import CliRunner
 
 from _serving import free_port, wait_healthy
 from test_cli import TURNKIT, env
+from test_docs_blocks import blocks
+from test_docs_serve import reader_env
 from turnkit import open_ledger
 from turnkit.cli import app
 from turnkit.cli.load import Route, rest_tools, run_load
@@ -43,29 +46,42 @@ def turnkit(*args: str, cwd: Path, key: str | None = None) -> subprocess.Complet
                           text=True, timeout=120)  # fmt: skip
 
 
-def make_key(folder: Path, db: str) -> str:
-    made = turnkit("keys", "create", "--demo", "--user", "demo", "--scope",
-                   "catalogue.products:read", "--scope", "catalogue.products:write", "--json",
-                   "--db", db, cwd=folder)  # fmt: skip
-    assert made.returncode == 0, made.stdout + made.stderr
-    return json.loads(made.stdout)["secret"]
+def shell(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` run by ``bash`` as a reader's shell runs it (``test_docs_serve.reader_env``)."""
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=cwd, env=reader_env(),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, f"{code}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+LOAD_TEST = "Load-test your own server"
+"""The section of docs/performance.md whose commands serve the demo these tests load."""
+SECRET = re.compile(r"tk_[A-Za-z0-9_-]{43}")
+
+
+def section() -> tuple[list[str], str]:
+    """The section's first block (make a key, turn the rate limit off, serve) as lines, and its
+    second (the load) as written."""
+    first, second = [code for heading, code in blocks("sh") if heading == LOAD_TEST]
+    return first.strip().splitlines(), second
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[Served]:
-    """``turnkit serve --demo`` on 127.0.0.1, its rate limit off (a load would reach it), and a
-    key that may read and write the demo's catalogue."""
+    """The server of docs/performance.md's "Load-test your own server", made as written in an
+    empty folder (``turnkit serve`` given a free port): the demo on a ledger of its own, its rate
+    limit off, and a key that may read the catalogue."""
     folder = tmp_path_factory.mktemp("bench")
-    db = str(folder / "turnkit.sqlite")
-    secret = make_key(folder, db)
-    changed = turnkit("settings", "set", "rate_limit_units", "0", "--db", db, cwd=folder)
-    assert changed.returncode == 0, changed.stderr
+    make_key, rate_limit_off, serve = section()[0]
+    (secret,) = SECRET.findall(shell(make_key, folder).stdout)
+    shell(rate_limit_off, folder)
+    db = str(folder / "load.sqlite")
+    assert f"--db {Path(db).name}" in serve
     port = free_port()
     log = folder / "serve.log"
     with log.open("w") as out:
-        process = subprocess.Popen([TURNKIT, "serve", "--demo", "--db", db, "--catalogue",
-                                    str(folder / "catalogue.sqlite"), "--port", str(port)],
-                                   cwd=folder, env=env(), stdout=out, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=folder,
+                                   env=reader_env(), stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -75,6 +91,32 @@ def served(tmp_path_factory) -> Iterator[Served]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+def writer_key(served: Served) -> str:
+    """A key that may also write the catalogue (the section's may only read)."""
+    ledger = open_ledger(served.db)
+    try:
+        _, secret = ledger.keys.create("demo", {"catalogue.products:read",
+                                                "catalogue.products:write"})  # fmt: skip
+    finally:
+        ledger.close()
+    return secret
+
+
+def test_the_load_test_section_runs_as_written(served):
+    """The section's load, as written but for the port and shorter: a reader waits 10 s with
+    50 clients, a test 1 s with 5."""
+    code = section()[1]
+    assert "--clients 50 --duration 10s" in code
+    port = served.url.rsplit(":", 1)[1]
+    filled = (code.replace("tk_...", served.secret).replace(":8080", f":{port}")
+              .replace("--clients 50 --duration 10s", "--clients 5 --duration 1s"))  # fmt: skip
+    said = " ".join(shell(filled, served.folder).stdout.split())
+    assert "5 clients" in said
+    for route in ("invoke", "tools", "mcp", "total"):
+        assert f"│ {route} │" in said
+    assert "shared by the server and the load generator" in said
 
 
 def bench(served: Served, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -178,7 +220,8 @@ def test_an_unknown_tool_is_told_with_the_tools_the_key_may_use(served):
 
 
 def test_a_write_tool_is_refused_unless_writes_are_allowed(served):
-    said = one_line(bench(served, served.url, "--tool", "catalogue.set_prices"))
+    key = writer_key(served)
+    said = one_line(bench(served, served.url, "--tool", "catalogue.set_prices", key=key))
     assert "catalogue.set_prices writes" in said
     assert "--allow-writes" in said
 

@@ -345,9 +345,9 @@ def _show(target: Target, load: Load, requests: int | None, tool: str | None) ->
 def _machine(load: Load) -> str:
     share = load.cpu_seconds / load.seconds if load.seconds else 0.0
     return (
-        f"this machine: {os.cpu_count() or 1} CPU(s); the load generator used {share:.2f} of"
-        " one, on the same cores as the server: a server alone on its machine answers more."
-        " Compare runs with --workers 1, 2, ... and as many --clients as you expect callers."
+        f"this machine: {os.cpu_count() or 1} CPU(s), shared by the server and the load generator"
+        f" (which used {share:.2f} of one): on a machine of its own the server answers more."
+        " Compare --workers 1, 2, ... under as many --clients as you expect callers at once."
     )
 
 
