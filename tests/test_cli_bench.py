@@ -8,6 +8,7 @@ bench/ too), and ``turnkit.cli``'s app, to refuse options in this process.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -15,9 +16,9 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from typer.testing import CliRunner
@@ -28,7 +29,8 @@ from test_docs_blocks import blocks
 from test_docs_serve import reader_env
 from turnkit import open_ledger
 from turnkit.cli import app
-from turnkit.cli.load import Route, rest_tools, run_load
+from turnkit.cli import load as load_module
+from turnkit.cli.load import LoadError, Route, arun_load, rest_tools, run_load
 
 pytestmark = pytest.mark.slow  # end to end: skip locally with -m 'not slow'
 
@@ -301,3 +303,100 @@ def test_a_key_revoked_under_load_makes_401s_counted_per_route_and_exit_1(served
         assert figures["errors"] > 0
         assert "revoked" in figures["first_error"]
     assert report["routes"][0]["first_error"].startswith("HTTP 401: ")
+
+
+Reply = Callable[[bytes, int], bytes | None]
+"""What a raw server answers to the n-th request for a path: the bytes, ``b""`` to close the
+connection without an answer, or None to answer never."""
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+
+@contextlib.asynccontextmanager
+async def raw_server(reply: Reply) -> AsyncIterator[tuple[str, asyncio.Server]]:
+    """An HTTP/1.1 server on 127.0.0.1 in this loop, answering every request with ``reply``;
+    its URL and the server (to stop listening)."""
+    handlers: list[asyncio.Task[Any]] = []
+    count = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal count
+        handlers.append(asyncio.current_task())  # type: ignore[arg-type]  # in a task
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"Content-Length: (\d+)", head)
+                await reader.readexactly(int(length[1]) if length else 0)
+                count += 1
+                answer = reply(head.split(b" ")[1], count)
+                if answer is None:
+                    await asyncio.Event().wait()  # never answered: cancelled at the end
+                writer.write(answer or b"")
+                if not answer or b"Connection: close" in answer:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        server.close()
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+
+
+def get(name: str, path: str) -> Route:
+    return Route(name=name, label=f"GET {path}", method="GET", path=path)
+
+
+async def test_chunked_answers_are_read_and_closed_connections_opened_again():
+    def reply(path: bytes, n: int) -> bytes:
+        if path == b"/chunked":
+            return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+        return b"HTTP/1.1 204 No Content\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+
+    async with raw_server(reply) as (url, _):
+        load = await arun_load(url, [get("chunked", "/chunked"), get("close", "/close")],
+                               clients=3, seconds=0.3)  # fmt: skip
+    for figures in load.routes:
+        assert figures.requests > 10
+        assert figures.errors == 0, figures.first_error
+
+
+async def test_a_server_that_goes_away_is_counted_and_ends_the_load_early():
+    def reply(path: bytes, n: int) -> bytes:
+        if n == 50:
+            server.close()  # stops listening: no client can connect again
+        return OK if n < 50 else b""
+
+    async with raw_server(reply) as (url, server):
+        started = time.monotonic()
+        load = await arun_load(url, [get("gone", "/")], clients=3, seconds=10)
+    assert time.monotonic() - started < 5  # each client stopped when it could not reconnect
+    (gone,) = load.routes
+    assert gone.errors == 3  # one lost connection per client
+    assert gone.requests == 49 - 3 + 3  # answered after the warm-up, and the three lost
+    assert gone.first_error is not None
+    assert gone.first_error.startswith("connection: ")
+
+
+async def test_an_answer_that_never_comes_is_counted_and_the_load_still_ends(monkeypatch):
+    monkeypatch.setattr(load_module, "GRACE", 0.2)
+
+    def reply(path: bytes, n: int) -> bytes | None:
+        return OK if n <= 2 * 2 else None  # the warm-up is answered, then nothing
+
+    async with raw_server(reply) as (url, _):
+        load = await arun_load(url, [get("a", "/a"), get("b", "/b")], clients=2, seconds=0.2)
+    assert load.total.requests == 2
+    assert load.total.errors == 2
+    assert load.total.first_error == "no answer within 0.2 s after the end"
+
+
+async def test_nothing_listening_stops_the_load_before_it_starts():
+    with pytest.raises(LoadError, match=r"cannot reach 127\.0\.0\.1"):
+        await arun_load(f"http://127.0.0.1:{free_port()}", [get("x", "/")], seconds=1)

@@ -6,7 +6,8 @@ time or the request budget is spent, and the answers are counted per route: requ
 latencies (``Load``). Every client first sends each route once, untimed (its connection opened,
 the server warmed), and the clock starts when all have. An answer is an error when its route says
 so (``Route.failed``: by default any status but 2xx; on MCP also a JSON-RPC error or a result
-with ``isError``); a lost connection is an error too, and the client opens another.
+with ``isError``); a lost connection is an error too, and the client opens another (or stops,
+when nothing listens any more).
 
 Why no HTTP client library: 50 clients on ``httpx``'s async pool reached 100-250 requests/s on a
 2-core machine against an endpoint that answers ~5,400/s to these few lines (bench/server.py,
@@ -399,12 +400,16 @@ async def arun_load(url: str, routes: Sequence[Route], *, clients: int = 50,
             try:
                 status, body = await connection.send(wire[at])
             except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+                del waiting[index]
                 tally.requests += 1
                 tally.error(f"connection: {type(exc).__name__}: {exc}"[:SHOWN])
-                await connection.close()  # the next send opens another
+                await connection.close()
+                try:
+                    await connection.open()
+                except OSError:
+                    return  # nothing listens any more: this client stops, its error counted
                 continue
-            finally:
-                waiting.pop(index, None)
+            del waiting[index]
             tally.requests += 1
             tally.latencies.append(time.perf_counter() - sent)
             if routes[at].failed(status, body):
