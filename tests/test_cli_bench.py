@@ -248,6 +248,7 @@ def test_a_bad_duration_is_refused(given, told):
     [(["--routes", "invoke,soap"], "--routes 'invoke,soap': give some of invoke, tools, mcp"),
      (["--input", "[1]"], "is not a JSON object"),
      (["--clients", "0"], "--clients"),
+     (["--input", '{"sku": "TEA-0001"}'], "--input is a tool's input: give --tool NAME too"),
      (["https://127.0.0.1:8080"], "is not an http://HOST:PORT URL")],
 )  # fmt: skip
 def test_bad_options_are_refused(args, told):

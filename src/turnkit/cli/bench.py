@@ -120,20 +120,22 @@ def serve(
 ) -> None:
     """Load a running turnkit serve and report requests/s and latency per route (p50, p99).
 
-    Every route is charged and audited like any other call: the key's rate limit applies
-    (turnkit settings set rate_limit_units 0 turns it off, on a throwaway ledger).
+    Each invoke and tools/call is charged and audited like any other call: the key's rate limit
+    applies (turnkit settings set rate_limit_units 0 turns it off, on a throwaway ledger).
     """
     target = _target(url, allow_remote)
     seconds = _duration(duration)
     chosen = _routes(routes)
     arguments = _input(input_)
+    if arguments and tool is None:
+        raise _stop("--input is a tool's input: give --tool NAME too")
     if not key:
         raise _stop(f"give the key: --key tk_... or TURNKIT_KEY=tk_...; {KEY_HINT}")
     headers = {"Authorization": f"Bearer {key}"}
     listed = _tools(url, headers)
     found = None
     if "invoke" in chosen or "mcp" in chosen:
-        found = _tool(listed, tool, input_ != "{}" or tool is not None, allow_writes)
+        found = _tool(listed, tool, allow_writes)
     load_routes: list[Route] = []
     for route in chosen:
         if route == "tools":
@@ -247,14 +249,11 @@ def _is_json(answer: Any) -> bool:
     return "json" in answer.headers.get("content-type", "")
 
 
-def _tool(
-    listed: list[dict[str, Any]], name: str | None, input_given: bool, allow_writes: bool
-) -> dict[str, Any]:
-    """The tool to load: ``name``, or the first read-only one that takes no input (any
-    read-only one when an input was given)."""
+def _tool(listed: list[dict[str, Any]], name: str | None, allow_writes: bool) -> dict[str, Any]:
+    """The tool to load: ``name``, or the first read-only one that takes no input."""
     if name is None:
         reads = [t for t in listed if t.get("annotations", {}).get("read_only")]
-        fits = [t for t in reads if input_given or not t.get("input_schema", {}).get("required")]
+        fits = [t for t in reads if not t.get("input_schema", {}).get("required")]
         if not fits:
             raise _stop(
                 "this key may use no read-only tool that takes no input: give --tool NAME"
