@@ -287,7 +287,7 @@ def _first_answers(url: str, routes: list[Route]) -> None:
             said = f"{route.label} answered {answer.status_code}: {_reason(answer.content)}"
             if answer.status_code == 429:
                 said += f"; {RATE_HINT}"
-            elif route.name != "tools":
+            elif route.name != "tools" and answer.status_code in (200, 400, 404, 422):
                 said += "; check --tool and --input (GET /v1/tools/NAME shows its input schema)"
             raise _stop(said)
 
