@@ -399,6 +399,21 @@ async def test_an_answer_that_never_comes_is_counted_and_the_load_still_ends(mon
     assert load.total.first_error == "no answer within 0.2 s after the end"
 
 
+async def test_the_warm_up_is_sent_but_not_counted():
+    answered = 0
+
+    def reply(path: bytes, n: int) -> bytes:
+        nonlocal answered
+        answered = n
+        return OK
+
+    async with raw_server(reply) as (url, _):
+        load = await arun_load(url, [get("a", "/")], clients=2, seconds=0.2, warmup=0.2)
+    assert load.total.errors == 0
+    assert load.seconds < 0.4  # the window alone: with the warm-up it would be 0.4 or more
+    assert answered > 2 + load.total.requests + 10  # the first round, and a warm-up's load
+
+
 async def test_nothing_listening_stops_the_load_before_it_starts():
     with pytest.raises(LoadError, match=r"cannot reach 127\.0\.0\.1"):
         await arun_load(f"http://127.0.0.1:{free_port()}", [get("x", "/")], seconds=1)

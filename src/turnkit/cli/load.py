@@ -4,7 +4,8 @@
 sends the ``routes`` in turn (client *i* starts at route *i*), one request at a time, until the
 time or the request budget is spent, and the answers are counted per route: requests, errors,
 latencies (``Load``). Every client first sends each route once, untimed (its connection opened,
-the server warmed), and the clock starts when all have. An answer is an error when its route says
+the server warmed); when all have, the load runs ``warmup`` seconds uncounted (none by default),
+then the clock starts. An answer is an error when its route says
 so (``Route.failed``: by default any status but 2xx; on MCP also a JSON-RPC error or a result
 with ``isError``); a lost connection is an error too, and the client opens another (or stops,
 when nothing listens any more).
@@ -367,18 +368,23 @@ def _said(status: int, body: bytes) -> str:
 
 
 def run_load(url: str, routes: Sequence[Route], *, clients: int = 50, seconds: float = 10.0,
-             requests: int | None = None) -> Load:  # fmt: skip
+             requests: int | None = None, warmup: float = 0.0) -> Load:  # fmt: skip
     """Drive ``url`` with ``clients`` connections sending ``routes`` for ``seconds`` or until
-    ``requests`` were sent (the module's docstring says how); ``LoadError`` when it cannot start.
-    Runs its own event loop: from async code, ``await arun_load(...)``."""
-    return asyncio.run(arun_load(url, routes, clients=clients, seconds=seconds, requests=requests))
+    ``requests`` were sent (the module's docstring says how), after ``warmup`` seconds of the
+    same load that are not counted; ``LoadError`` when it cannot start. Runs its own event
+    loop: from async code, ``await arun_load(...)``."""
+    return asyncio.run(arun_load(url, routes, clients=clients, seconds=seconds,
+                                 requests=requests, warmup=warmup))  # fmt: skip
 
 
 async def arun_load(url: str, routes: Sequence[Route], *, clients: int = 50,
-                    seconds: float = 10.0, requests: int | None = None) -> Load:  # fmt: skip
+                    seconds: float = 10.0, requests: int | None = None,
+                    warmup: float = 0.0) -> Load:  # fmt: skip
     """``run_load`` on the running event loop."""
     if not routes or clients < 1 or seconds <= 0 or (requests is not None and requests < 1):
         raise ValueError("give at least one route, one client, a time and a request budget > 0")
+    if warmup < 0:
+        raise ValueError("warmup is a number of seconds, 0 or more")
     target = Target.of(url)
     wire = [route.request(target) for route in routes]
     tallies = [_Tally() for _ in routes]
@@ -390,12 +396,15 @@ async def arun_load(url: str, routes: Sequence[Route], *, clients: int = 50,
         for request in wire:
             await connection.send(request)
 
-    async def client(index: int, until: float) -> None:
+    async def client(index: int, begin: float, until: float) -> None:
         connection, turn = connections[index], index
         while budget[0] > 0 and (sent := time.perf_counter()) < until:
-            budget[0] -= 1
             at, turn = turn % len(wire), turn + 1
-            tally = tallies[at]
+            if sent < begin:  # the warm-up: sent, not counted
+                tally = _Tally()
+            else:
+                tally = tallies[at]
+                budget[0] -= 1
             waiting[index] = at
             try:
                 status, body = await connection.send(wire[at])
@@ -417,9 +426,12 @@ async def arun_load(url: str, routes: Sequence[Route], *, clients: int = 50,
 
     try:
         await _warm_up(target, [asyncio.create_task(warm(c)) for c in connections], len(wire))
-        cpu, start = time.process_time(), time.perf_counter()
-        tasks = [asyncio.create_task(client(i, start + seconds)) for i in range(clients)]
-        _, late = await asyncio.wait(tasks, timeout=seconds + GRACE)
+        begin = time.perf_counter() + warmup
+        tasks = [asyncio.create_task(client(i, begin, begin + seconds)) for i in range(clients)]
+        if warmup:
+            await asyncio.sleep(warmup)
+        cpu = time.process_time()
+        _, late = await asyncio.wait(tasks, timeout=begin + seconds + GRACE - time.perf_counter())
         for at in waiting.values():  # no answer in time: counted, then given up
             tallies[at].requests += 1
             tallies[at].error(f"no answer within {GRACE:g} s after the end")
@@ -427,7 +439,7 @@ async def arun_load(url: str, routes: Sequence[Route], *, clients: int = 50,
             task.cancel()
         if late:
             await asyncio.wait(late)
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - begin
         cpu = time.process_time() - cpu
     finally:
         await asyncio.gather(*(c.close() for c in connections))
