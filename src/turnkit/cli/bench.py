@@ -30,6 +30,7 @@ from turnkit.cli.load import (
     rest_invoke,
     rest_tools,
     run_load,
+    said,
 )
 from turnkit.cli.options import FAILED, HELP_MARKUP, USAGE, HelpGroup, console, period_seconds
 
@@ -204,25 +205,6 @@ def _input(text: str) -> dict[str, Any]:
     return given
 
 
-def _reason(body: bytes) -> str:
-    """What an answer's body says, in a line: a problem's ``detail``, a JSON-RPC error's
-    ``message``, a tool result's text, or the body itself, cut."""
-    text = " ".join(body.decode("utf-8", "replace").split())
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        return text[:300]
-    if isinstance(answer, dict):
-        error, result = answer.get("error"), answer.get("result")
-        if isinstance(answer.get("detail"), str):
-            return str(answer["detail"])[:300]
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
-        if isinstance(result, dict) and result.get("content"):
-            return " ".join(str(result["content"][0].get("text", "")).split())[:300]
-    return text[:300]
-
-
 def _tools(url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
     """``GET /v1/tools`` with the key: the tools it may use; a mistake ends the command."""
     import httpx
@@ -235,12 +217,12 @@ def _tools(url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
             " its URL"
         ) from None
     if answer.status_code == 401:
-        raise _stop(f"the server refused the key (401: {_reason(answer.content)}); {KEY_HINT}")
+        raise _stop(f"the server refused the key (401: {said(answer.content)}); {KEY_HINT}")
     listed = answer.json() if answer.status_code == 200 and _is_json(answer) else None
     if not isinstance(listed, list):
         raise _stop(
             f"{url} does not answer as turnkit serve does (GET /v1/tools: {answer.status_code}"
-            f" {_reason(answer.content)[:120]}); give the URL turnkit serve's banner gives"
+            f" {said(answer.content, 120)}); give the URL turnkit serve's banner gives"
         )
     return listed
 
@@ -284,12 +266,15 @@ def _first_answers(url: str, routes: list[Route]) -> None:
                                     content=route.body or None)  # fmt: skip
             if not route.failed(answer.status_code, answer.content):
                 continue
-            said = f"{route.label} answered {answer.status_code}: {_reason(answer.content)}"
-            if answer.status_code == 429:
-                said += f"; {RATE_HINT}"
-            elif route.name != "tools" and answer.status_code in (200, 400, 404, 422):
-                said += "; check --tool and --input (GET /v1/tools/NAME shows its input schema)"
-            raise _stop(said)
+            status, text = answer.status_code, said(answer.content)
+            error = f"HTTP {status}: {text}"
+            how = " with an error" if status < 300 else ""  # MCP: a result with isError
+            told = f"{route.label} answered {status}{how}: {text}"
+            if _rate_limited(error):
+                told += f"; {RATE_HINT}"
+            elif route.name != "tools" and status in (200, 400, 404, 422):
+                told += "; check --tool and --input (GET /v1/tools/NAME shows its input schema)"
+            raise _stop(told)
 
 
 RATE_HINT = (

@@ -52,6 +52,7 @@ __all__ = [
     "rest_invoke",
     "rest_tools",
     "run_load",
+    "said",
 ]
 
 MCP_PROTOCOL = "2026-07-28"
@@ -61,8 +62,8 @@ GRACE = 10.0
 not is counted as an error and its connection closed."""
 WARMUP_TIMEOUT = 30.0
 """Seconds the untimed first round (every client sends each route once) may take."""
-SHOWN = 160
-"""Characters of an error's body kept in ``RouteLoad.first_error``."""
+SHOWN = 200
+"""Characters of what an error's body says kept in ``RouteLoad.first_error`` (``said``)."""
 
 
 class LoadError(Exception):
@@ -362,9 +363,33 @@ class _Tally:
                          first_error=self.first_error)  # fmt: skip
 
 
-def _said(status: int, body: bytes) -> str:
+def said(body: bytes, limit: int = 300) -> str:
+    """What an answer's body says, in a line of at most ``limit`` characters: a problem's
+    ``detail`` (RFC 9457), a JSON-RPC error's ``message``, a tool result's first text, or the
+    body itself.
+
+    Examples:
+        >>> said(b'{"title": "Too Many Requests", "detail": "rate limit reached"}')
+        'rate limit reached'
+        >>> said(b'{"jsonrpc": "2.0", "result": {"content": [{"text": "no such tool"}]}}')
+        'no such tool'
+    """
     text = " ".join(body.decode("utf-8", "replace").split())
-    return f"HTTP {status}: {text[:SHOWN]}" + ("..." if len(text) > SHOWN else "")
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict):
+        error, result = answer.get("error"), answer.get("result")
+        if isinstance(answer.get("detail"), str):
+            text = answer["detail"]
+        elif isinstance(error, dict) and isinstance(error.get("message"), str):
+            text = error["message"]
+        elif isinstance(result, dict) and isinstance(result.get("content"), list):
+            first = result["content"][0] if result["content"] else None
+            if isinstance(first, dict) and isinstance(first.get("text"), str):
+                text = " ".join(first["text"].split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def run_load(url: str, routes: Sequence[Route], *, clients: int = 50, seconds: float = 10.0,
@@ -422,7 +447,7 @@ async def arun_load(url: str, routes: Sequence[Route], *, clients: int = 50,
             tally.requests += 1
             tally.latencies.append(time.perf_counter() - sent)
             if routes[at].failed(status, body):
-                tally.error(_said(status, body))
+                tally.error(f"HTTP {status}: {said(body, SHOWN)}")
 
     try:
         await _warm_up(target, [asyncio.create_task(warm(c)) for c in connections], len(wire))
