@@ -96,6 +96,8 @@ SHELL = {
     "Notifications": "tests/test_notify_cli.py::test_the_notifications_section_runs_as_written",
     "The audit: query and export": "tests/test_audit_cli.py::"
     "test_the_audit_section_runs_as_written",
+    "Load-test your own server": "tests/test_cli_bench.py::"
+    "test_the_load_test_section_runs_as_written",  # and its fixture serves the first block
 }
 """The test that runs each ``sh`` block (by the heading above it): it must exist, and its
 file (or a ``tests/_helper`` module it imports) must set every variable and pass every ``--flag``

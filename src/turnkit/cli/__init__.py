@@ -3,7 +3,8 @@
 Thin wiring only: options become a session (``session.py``); turns are run and shown by
 ``chat.py`` and ``render.py``; ``confirmations``, ``settings``, ``keys``, ``ledger``, ``notify``
 and ``report`` are sub-commands of their own; ``audit`` reads the audit (``audit.py``), ``threads``
-lists the conversation threads (``threads.py``).
+lists the conversation threads (``threads.py``), ``bench serve`` loads a running server
+(``bench.py``, its generator in ``load.py``).
 A person's mistake is told in one or two lines (``options.friendly``), never as a traceback.
 """
 
@@ -22,6 +23,7 @@ from rich.markup import escape
 
 from turnkit.cli import (
     audit,
+    bench,
     confirmations,
     keys,
     ledger,
@@ -95,6 +97,7 @@ app.add_typer(keys.app, name="keys")
 app.add_typer(ledger.app, name="ledger")
 app.add_typer(report.app, name="report")
 app.add_typer(notify.app, name="notify")
+app.add_typer(bench.app, name="bench")
 app.command()(serve.serve)
 app.command()(audit.audit)
 app.command()(threads.threads)

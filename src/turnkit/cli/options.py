@@ -11,8 +11,8 @@ Exit statuses, the same in every command:
   changed since shown). Nothing failed: the line says what to do instead.
 - ``3`` (``ALREADY_DECIDED``): a decision on a confirmation someone decided before; nothing ran.
 - ``1`` (``FAILED``): a genuine failure — a write that ran and answered an error (its tool's, a
-  timeout, an outcome unknown), a target that did not take a notification, or a failure no
-  command foresaw (``turnkit.cli.main``).
+  timeout, an outcome unknown), a target that did not take a notification, errors answered under
+  a load (``turnkit bench serve``), or a failure no command foresaw (``turnkit.cli.main``).
 """
 
 from __future__ import annotations
