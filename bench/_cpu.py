@@ -83,8 +83,10 @@ class CpuSplit:
         return {
             "at": time.perf_counter(),
             "machine": _machine(),
-            "server": sum(processes[p][2] for p in tree if p in processes),
-            "postgres": sum(s[2] for s in processes.values() if s[0] in ("postgres", "postmaster")),
+            "server": {p: processes[p][2] for p in tree if p in processes},
+            "postgres": {
+                p: s[2] for p, s in processes.items() if s[0] in ("postgres", "postmaster")
+            },
             "load": time.process_time(),
         }
 
@@ -103,5 +105,13 @@ class CpuSplit:
         self.found = Split(
             machine=cores * busy / total if total else 0.0,
             cores=cores,
-            **{k: (end[k] - self.start[k]) / wall for k in ("server", "postgres", "load")},
+            server=_spent(self.start["server"], end["server"]) / wall,
+            postgres=_spent(self.start["postgres"], end["postgres"]) / wall,
+            load=(end["load"] - self.start["load"]) / wall,
         )
+
+
+def _spent(start: dict[int, float], end: dict[int, float]) -> float:
+    """CPU seconds the processes of ``end`` spent since ``start`` (all of it for those started
+    meanwhile; a process that ended meanwhile is not counted)."""
+    return sum(seconds - start.get(pid, 0.0) for pid, seconds in end.items())

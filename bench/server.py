@@ -10,7 +10,7 @@ Every server runs in a process of its own under uvicorn (the load runs in this o
   (sqlite3 in WAL mode; psycopg with a pool), three statements a call (the key by its hash with
   revocation and expiry, the charge within the limit, the audit row). On SQLite and, when a
   server is configured, on PostgreSQL. One call at a time, timed twice: through one keep-alive
-  ``httpx`` client, and on one raw keep-alive connection each (``Connection``: the server's own
+  ``httpx`` client, and on one raw keep-alive connection each (``invoker``: the server's own
   price, without httpx's ~0.8 ms a request here). Target: turnkit ≤ 1.15x the floor's time.
 - **The bare endpoint** (``bare_app``, SQLite group only): FastAPI calling the handler and
   nothing else, for scale: what any promise costs at all.
@@ -19,8 +19,9 @@ Every server runs in a process of its own under uvicorn (the load runs in this o
   same stateless JSON mode as turnkit's), both called by the SDK's ``Client`` over Streamable
   HTTP, one call at a time. Target: ≤ 1.2x.
 - **50 concurrent clients** (50 raw keep-alive connections on one asyncio loop: httpx cannot
-  drive this load, see ``Connection``) against turnkit and the floor, rounds alternating:
-  requests/s (target: turnkit ≥ 0.9x the floor's) and p99 latency (target: ≤ 1.5x), p50 shown.
+  drive this load; ``turnkit.cli.load``, the generator of ``turnkit bench serve``) against
+  turnkit and the floor, rounds alternating: requests/s (target: turnkit ≥ 0.9x the floor's)
+  and p99 latency (target: ≤ 1.5x), p50 shown.
 - **Workers**: requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on one ledger
   under the same 50 clients (ratio: 3 workers ÷ 1). Target on PostgreSQL: ≥ 2x; on SQLite no
   target (every write to one file is serialised by SQLite's lock). The load generator shares
@@ -38,7 +39,6 @@ stored.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -64,6 +64,7 @@ from pydantic import BaseModel
 from bench import _floor
 from bench._cpu import CpuSplit
 from turnkit import open_ledger
+from turnkit.cli.load import Connection, Target, arun_load, rest_invoke
 
 SCENARIO = "server"
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,43 +286,20 @@ def _mcp_call(client: Any, name: str) -> Callable[[], Awaitable[None]]:
     return call
 
 
-class Connection:
-    """One keep-alive HTTP/1.1 connection that sends the same invoke again and again.
+def invoker(url: str, headers: dict[str, str]) -> tuple[Connection, Callable[[], Awaitable[None]]]:
+    """One keep-alive HTTP/1.1 connection to ``url`` (``turnkit.cli.load``'s, the generator of
+    ``turnkit bench serve``: httpx's pool could not drive 50 clients here) and a coroutine
+    function sending the invoke on it; anything but a 200 stops the benchmark."""
+    target = Target.of(url)
+    connection = Connection(target)
+    request = rest_invoke(TOOL, BODY["input"], headers).request(target)
 
-    The load generator of the concurrent rows. Measured here: 50 clients on ``httpx``'s async
-    pool (one pool, or one client each) reached 100-250 req/s against the bare endpoint, which
-    answers ~5,400 req/s to these few lines; the load must not be what is measured.
-    """
+    async def invoke() -> None:
+        status, answer = await connection.send(request)
+        if status != 200:
+            raise RuntimeError(f"unexpected answer {status}: {answer[:300]!r}")
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
-        self.host, port = url.removeprefix("http://").split(":")
-        self.port = int(port)
-        body = json.dumps(BODY).encode()
-        lines = [f"POST /v1/tools/{TOOL}/invoke HTTP/1.1", f"Host: {self.host}",
-                 "Content-Type: application/json", f"Content-Length: {len(body)}",
-                 *(f"{name}: {value}" for name, value in headers.items())]  # fmt: skip
-        self.request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-    async def __aenter__(self) -> Connection:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.writer.close()
-        await self.writer.wait_closed()
-
-    async def invoke(self) -> None:
-        """Send the invoke and read the whole answer; anything but a 200 stops the benchmark."""
-        self.writer.write(self.request)
-        status = await self.reader.readline()
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        answer = await self.reader.readexactly(length)
-        if status.split(b" ")[1:2] != [b"200"]:
-            raise RuntimeError(f"unexpected answer {status!r}: {answer[:300]!r}")
+    return connection, invoke
 
 
 async def sequential_seconds(urls: dict[str, str], headers: dict[str, dict[str, str]],
@@ -331,8 +309,8 @@ async def sequential_seconds(urls: dict[str, str], headers: dict[str, dict[str, 
     async with AsyncExitStack() as stack:
         calls = {}
         for name, url in urls.items():
-            connection = await stack.enter_async_context(Connection(url, headers[name]))
-            calls[name] = connection.invoke
+            connection, calls[name] = invoker(url, headers[name])
+            await stack.enter_async_context(connection)
         return await ainterleaved(calls, *_sizes(quick))
 
 
@@ -364,21 +342,16 @@ def floor_command() -> list[str]:
 
 
 async def loaded(url: str, headers: dict[str, str], seconds: float) -> tuple[float, list[float]]:
-    """``CLIENTS`` connections send invokes for ``seconds`` (after a warm-up of a second or less):
-    the invokes answered per second, and the latency of each, in seconds."""
-    latencies: list[float] = []
-    warm = time.perf_counter() + min(1.0, seconds / 2)
-    start, until = warm, warm + seconds
-
-    async def one_client() -> None:
-        async with Connection(url, headers) as connection:
-            while (sent := time.perf_counter()) < until:
-                await connection.invoke()
-                if sent >= start:
-                    latencies.append(time.perf_counter() - sent)
-
-    await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
-    return len(latencies) / (time.perf_counter() - start), latencies
+    """``CLIENTS`` connections send invokes for ``seconds`` (after a warm-up of a second or less,
+    not counted): the invokes answered per second, and the latency of each, in seconds."""
+    route = rest_invoke(TOOL, BODY["input"], headers)
+    load = await arun_load(url, [route], clients=CLIENTS, seconds=seconds,
+                           warmup=min(1.0, seconds / 2))  # fmt: skip
+    if load.total.errors:
+        raise RuntimeError(
+            f"{load.total.errors} errors under load; the first: {load.total.first_error}"
+        )
+    return load.total.rps, list(load.total.latencies)
 
 
 def under_load(
