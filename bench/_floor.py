@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
+from mcp.server.mcpserver import Context  # resolved by the SDK from the tool's annotations
 from pydantic import BaseModel
 
 FLOOR_DB = "TURNKIT_BENCH_FLOOR_DB"
@@ -158,4 +159,59 @@ def floor_app() -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    return app
+
+
+class KeyCheck:
+    """ASGI middleware in front of the SDK's app: the bearer looked up in a worker thread (the
+    obvious way: ``anyio.to_thread``) on every request, 401 when unknown, revoked or expired; the
+    caller left in the scope for the tool."""
+
+    def __init__(self, app: Any, db: Store) -> None:
+        self.app, self.db = app, db
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import anyio.to_thread
+        from starlette.responses import JSONResponse
+
+        header = dict(scope["headers"]).get(b"authorization", b"").decode()
+        digest = hashlib.sha256(header.removeprefix("Bearer ").encode()).hexdigest()
+        key = await anyio.to_thread.run_sync(self.db.one, KEY, (digest,))
+        now = time.time()
+        if key is None or key[2] is not None or (key[1] is not None and key[1] <= now):
+            await JSONResponse({"error": "unknown, revoked or expired key"}, 401)(
+                scope, receive, send
+            )
+            return
+        scope["floor.caller"] = f"key:{key[0]}"
+        await self.app(scope, receive, send)
+
+
+def mcp_floor_app() -> Any:
+    """The floor of MCP ``tools/call``: the SDK's ``MCPServer`` (stateless JSON, as turnkit's
+    ``/mcp``), the key checked by ``KeyCheck`` in front, and a sync tool (run in a worker thread
+    by the SDK) that charges, runs the handler and writes the audit row: the floor's three
+    statements, on the database ``TURNKIT_BENCH_FLOOR_DB`` names."""
+    from mcp.server import MCPServer
+
+    from bench._common import READ_TOOL, get_item
+
+    db = store(os.environ[FLOOR_DB])
+    server = MCPServer("floor", log_level="WARNING")
+
+    def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
+        caller = ctx.request_context.request.scope["floor.caller"]  # type: ignore[union-attr]
+        started = time.time()
+        if db.run(CHARGE, (caller, int(started // 60), LIMIT)) != 1:
+            raise ValueError("rate limit reached")
+        result = get_item(sku)
+        db.run(AUDIT, (started, caller, READ_TOOL, "ok", (time.time() - started) * 1000))
+        return result
+
+    server.tool(name=READ_TOOL, description=get_item.__doc__)(bench_get_item)
+    app = server.streamable_http_app(json_response=True, stateless_http=True)
+    app.add_middleware(KeyCheck, db=db)
     return app

@@ -256,18 +256,16 @@ def rest_call(client: httpx.Client) -> Call:
     return call
 
 
-async def mcp_seconds(turnkit: str, peer: str, secret: str, quick: bool) -> dict[str, float]:
-    """Seconds per ``tools/call`` through the SDK's client, turnkit's and the peer's."""
+async def mcp_seconds(servers: dict[str, tuple[str, dict[str, str]]], quick: bool
+                      ) -> dict[str, float]:  # fmt: skip
+    """Seconds per ``tools/call`` through the SDK's client, for each ``name: (url, headers)``."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     async with AsyncExitStack() as stack:
         calls = {}
-        for name, url, headers in (
-            ("turnkit", turnkit, {"Authorization": f"Bearer {secret}"}),
-            ("MCPServer", peer, {}),
-        ):
+        for name, (url, headers) in servers.items():
             http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))
             client = await stack.enter_async_context(
                 Client(streamable_http_client(url, http_client=http))
@@ -413,7 +411,7 @@ def storage_rows(quick: bool, group: str, db: str, floor_db: str, *, bare: bool 
                             rest["bare"] * 1e6, "µs", ratio=rest["bare"] / rest["floor"]),
             ]  # fmt: skip
         if mcp:
-            rows += mcp_rows(quick, urls["turnkit"], secret, stack)
+            rows += mcp_rows(quick, urls["turnkit"], secret, f"{floor_db}.mcp", stack)
         load = under_load(urls, headers, quick)
     ours, floor = load["turnkit"], load["floor"]
     rows += [
@@ -434,16 +432,30 @@ def storage_rows(quick: bool, group: str, db: str, floor_db: str, *, bare: bool 
     return rows
 
 
-def mcp_rows(quick: bool, turnkit: str, secret: str, stack: ExitStack) -> list[dict[str, Any]]:
-    """MCP ``tools/call`` on turnkit's ``/mcp`` against the SDK's ``MCPServer``."""
+def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitStack
+             ) -> list[dict[str, Any]]:  # fmt: skip
+    """MCP ``tools/call`` on turnkit's ``/mcp`` against the SDK's ``MCPServer`` (no governance)
+    and against the MCP floor (``_floor.mcp_floor_app``: the same server with the floor's key
+    check, charge and audit written by hand)."""
     peer = stack.enter_context(serving(uvicorn_command("bench.server:mcp_peer_app"), "/not-served"))
-    mcp = asyncio.run(mcp_seconds(f"{turnkit}/mcp", f"{peer}/mcp", secret, quick))
+    floor = stack.enter_context(serving(uvicorn_command("bench._floor:mcp_floor_app"),
+                                        "/not-served", {_floor.FLOOR_DB: floor_db}))  # fmt: skip
+    floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
+    mcp = asyncio.run(mcp_seconds({
+        "turnkit": (f"{turnkit}/mcp", {"Authorization": f"Bearer {secret}"}),
+        "MCPServer": (f"{peer}/mcp", {}),
+        "floor": (f"{floor}/mcp", floor_bearer),
+    }, quick))  # fmt: skip
     return [
         _common.row(SCENARIO, "MCP tools/call: turnkit /mcp (÷ SDK MCPServer)",
                     mcp["turnkit"] * 1e6, "µs",
                     **_at_most(mcp["turnkit"] / mcp["MCPServer"], MCP_TARGET)),
         _common.row(SCENARIO, "MCP tools/call: SDK MCPServer, no governance",
                     mcp["MCPServer"] * 1e6, "µs"),
+        _common.row(SCENARIO, "MCP tools/call: MCP floor, key, charge, audit (÷ MCPServer)",
+                    mcp["floor"] * 1e6, "µs", ratio=mcp["floor"] / mcp["MCPServer"]),
+        _common.row(SCENARIO, "MCP tools/call: turnkit ÷ MCP floor", mcp["turnkit"] * 1e6,
+                    "µs", ratio=mcp["turnkit"] / mcp["floor"]),
     ]  # fmt: skip
 
 

@@ -68,3 +68,30 @@ def test_a_full_window_refuses_the_call(floor, monkeypatch):
     monkeypatch.setattr(_floor, "LIMIT", 2)
     assert [client.post(PATH, json=BODY).status_code for _ in range(3)] == [200, 200, 429]
     assert _count(store, "floor_audit") == 2
+
+
+MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "bench_get_item", "arguments": {"sku": "TEA-0001"}}}  # fmt: skip
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+
+
+def test_the_mcp_floor_checks_the_key_charges_and_audits(ledger_url, monkeypatch):
+    monkeypatch.setenv(_floor.FLOOR_DB, ledger_url)
+    secret = _floor.make_key(ledger_url)
+    store = _floor.store(ledger_url)
+    try:
+        with TestClient(_floor.mcp_floor_app(), base_url="http://127.0.0.1:8000") as client:
+            keyed = MCP_HEADERS | {"Authorization": f"Bearer {secret}"}
+            answer = client.post("/mcp", json=MCP_CALL, headers=keyed)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["result"]["isError"] is False
+            assert "Green tea" in answer.text
+            unknown = MCP_HEADERS | {"Authorization": "Bearer fk_nobody"}
+            refused = client.post("/mcp", json=MCP_CALL, headers=unknown)
+            assert refused.status_code == 401
+        assert store.one("SELECT sum(units) FROM floor_usage", ())[0] == 1
+        assert _count(store, "floor_audit") == 1
+    finally:
+        if isinstance(store, _floor.Postgres):
+            store.pool.close()
