@@ -122,15 +122,14 @@ def run_inline(effect: RunHandler, watch: Watch, run: Callable[..., Any]) -> Han
     is then dropped). LangGraph's interrupts and a ``BaseException`` go on up, as from the pool.
     """
     _WATCHDOG.start(watch, effect.timeout)
-    outcome: HandlerOutcome | None = None
     try:
-        outcome = HandlerOutcome("ok", run(effect.handler, effect.input, effect.ctx, effect.span))
-    except Exception as exc:
-        if bubbles(exc):
-            raise
-        outcome = HandlerOutcome("error", exc)
-    finally:
-        taken = _WATCHDOG.finish(watch)
-    if taken:
+        value = run(effect.handler, effect.input, effect.ctx, effect.span)
+    except BaseException as exc:
+        if _WATCHDOG.finish(watch):  # the steps are the watchdog's: whatever this was, dropped
+            raise TakenOver from None
+        if isinstance(exc, Exception) and not bubbles(exc):
+            return HandlerOutcome("error", exc)
+        raise
+    if _WATCHDOG.finish(watch):
         raise TakenOver
-    return outcome
+    return HandlerOutcome("ok", value)
