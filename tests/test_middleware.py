@@ -308,3 +308,27 @@ def test_a_run_without_a_caller_fails_clearly(executor):
         middleware=[TurnkitMiddleware(executor, default_caller=Caller.session("bob"))],
     )
     assert agent.invoke(GO)["messages"][-1].content == "Hello."
+
+
+def test_a_turn_that_holds_nothing_takes_the_steps_a_hitl_agent_takes(executor):
+    """No hook step of its own before the model: holds are settled in the model's step."""
+    read = {"name": "shop_list_products", "args": {}, "id": "r"}
+    agent = create_agent(
+        ScriptedModel([{"tool_calls": [read]}, "Done."]),
+        middleware=[TurnkitMiddleware(executor)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "steps"}}
+    steps = [next(iter(update)) for update in agent.stream(GO, config, context=BOB)]
+    after = "TurnkitMiddleware.after_model"
+    assert steps == ["model", after, "tools", "model", after]
+
+
+def test_an_approved_hold_replaces_its_notice_in_place(agents, shop):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    agents.send(model, GO, ALICE)
+    done = agents.send(model, Command(resume={"decisions": [{"type": "approve"}]}), ALICE)
+    assert [m.type for m in done.messages] == ["human", "ai", "tool", "ai"]
+    assert json.loads(done.messages[2].content)["status"] == "ok"
+    assert [m.type for m in model.calls[-1]["messages"]] == ["human", "ai", "tool"]
+    assert len(shop.writes()) == 1
