@@ -44,7 +44,8 @@ from langgraph.types import Command
 from turnkit._compat import checkpoint_problem
 from turnkit.executor.executor import Executor
 from turnkit.middleware import holds
-from turnkit.middleware.tool_calls import Run, finish, placeholders, prepare
+from turnkit.middleware.round_settings import RoundSettings
+from turnkit.middleware.tool_calls import Run, finish, message_id, placeholders, prepare
 from turnkit.registry.caller import Caller
 from turnkit.registry.settings import Settings
 from turnkit.turn.bound import Bound
@@ -83,6 +84,7 @@ class TurnkitMiddleware(AgentMiddleware):
         self.bound = Bound(executor, None, default_caller, settings)
         self.tools = placeholders(executor.registry.tools)
         self._ours = frozenset(tool.name for tool in self.tools)
+        self._round = RoundSettings()
 
     # -- held writes settled, then the model sees the caller's tools now; its reply is checked --
 
@@ -91,9 +93,10 @@ class TurnkitMiddleware(AgentMiddleware):
         now; check its reply."""
         settled = holds.settle(request.messages, request.runtime, self.bound)
         caller, allow = self.bound.caller(request.runtime)
-        _, tools = self.bound.executor.tools_now(caller, allow)
+        kept = None if settled else self._round.answered(request.messages)
+        overrides, tools = self.bound.executor.tools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
-        return self._answer(shown, handler(shown), settled)
+        return self._answer(shown, handler(shown), settled, overrides)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
@@ -101,9 +104,10 @@ class TurnkitMiddleware(AgentMiddleware):
         """Async twin of ``wrap_model_call``."""
         settled = await holds.asettle(request.messages, request.runtime, self.bound)
         caller, allow = self.bound.caller(request.runtime)
-        _, tools = await self.bound.executor.atools_now(caller, allow)
+        kept = None if settled else self._round.answered(request.messages)
+        overrides, tools = await self.bound.executor.atools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
-        return self._answer(shown, await handler(shown), settled)
+        return self._answer(shown, await handler(shown), settled, overrides)
 
     def _shown(self, request: ModelRequest, tools: Any, settled: list[ToolMessage]) -> ModelRequest:
         """The request with the caller's visible tools, and the settled holds' outcomes in place
@@ -114,9 +118,18 @@ class TurnkitMiddleware(AgentMiddleware):
             return request.override(tools=shown)
         return request.override(tools=shown, messages=_in_place(request.messages, settled))
 
-    def _answer(self, request: ModelRequest, response: Any, settled: list[ToolMessage]) -> Any:
-        """The checked reply, with the settled holds' messages as the step's state update."""
+    def _answer(
+        self,
+        request: ModelRequest,
+        response: Any,
+        settled: list[ToolMessage],
+        overrides: dict[str, Any],
+    ) -> Any:
+        """The checked reply, with the settled holds' messages as the step's state update; the
+        overrides read for it are kept for its round (``round_settings.py``)."""
         checked = self._checked(request, response)
+        replies = checked.result if isinstance(checked, ModelResponse) else [checked]
+        self._round.keep(replies, overrides)
         if not settled:
             return checked
         if isinstance(checked, AIMessage):
@@ -172,8 +185,9 @@ class TurnkitMiddleware(AgentMiddleware):
         if self._theirs(request):
             return handler(request)
         caller = self.bound.caller(request.runtime)
-        listed = self.bound.executor.tools_now(*caller)
-        ready = self._prepare(request, caller, listed)
+        made_by = message_id(request.state, request.tool_call.get("id") or "")
+        listed = self.bound.executor.tools_now(*caller, self._round.of(made_by))
+        ready = self._prepare(request, caller, listed, made_by)
         if isinstance(ready, ToolMessage):
             return ready
         answer = self.bound.executor.call(
@@ -192,8 +206,9 @@ class TurnkitMiddleware(AgentMiddleware):
         if self._theirs(request):
             return await handler(request)
         caller = self.bound.caller(request.runtime)
-        listed = await self.bound.executor.atools_now(*caller)
-        ready = self._prepare(request, caller, listed)
+        made_by = message_id(request.state, request.tool_call.get("id") or "")
+        listed = await self.bound.executor.atools_now(*caller, self._round.of(made_by))
+        ready = self._prepare(request, caller, listed, made_by)
         if isinstance(ready, ToolMessage):
             return ready
         answer = await self.bound.executor.acall(
@@ -207,11 +222,15 @@ class TurnkitMiddleware(AgentMiddleware):
         """True for a call of one of the agent's own tools (not a registry tool)."""
         return request.tool is not None and request.tool_call["name"] not in self._ours
 
-    def _prepare(self, request: ToolCallRequest, caller: Any, listed: Any) -> ToolMessage | Run:
+    def _prepare(
+        self, request: ToolCallRequest, caller: Any, listed: Any, made_by: str
+    ) -> ToolMessage | Run:
         runtime = request.runtime
         thread = getattr(runtime.execution_info, "thread_id", None)
         others = [tool.name for tool in runtime.tools if tool.name not in self._ours]
-        return prepare(request.tool_call, request.state, thread, caller, listed, self.bound, others)
+        return prepare(
+            request.tool_call, request.state, thread, caller, listed, self.bound, others, made_by
+        )
 
 
 def _name(tool: Any) -> str | None:
