@@ -9,6 +9,10 @@ functions:
 - turnkit's ``build_turn_graph`` (rights, validation, fitting, the ledger), for a public caller
   on public tools, and for a signed-in **session** caller on tools behind a scope and a
   permission, asked of a permission provider on every call (the agent case users run);
+- ``create_agent`` with turnkit's ``TurnkitMiddleware`` for the same signed-in session caller
+  on the same governed tools (``_common.session_executor``), against ``create_agent`` with
+  ``HumanInTheLoopMiddleware`` on the plain tools: what governing an existing agent costs
+  beyond LangChain's own gate;
 - turnkit's **shape** without turnkit's work (``_shape.py``): the same six nodes, channels and
   routes doing only what the turn needs. ``turnkit ÷ shape`` is the price of turnkit's own work,
   ``shape ÷ create_agent`` the price of six visible steps in LangGraph.
@@ -58,6 +62,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench._shape import shape_graph
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
+from turnkit.middleware import TurnkitMiddleware
 from turnkit.storage import open_storage
 
 SCENARIO = "turn_overhead"
@@ -172,10 +177,12 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
             ("none", "turnkit session", graph_turn(graph, "s", threads=False, context=SESSION))
         )
         found.append(("none", "shape", graph_turn(shape_graph(model), "x", threads=False)))
+        found.append(_middleware("none", model, session, None))
 
         memory = InMemorySaver()
         found += _checkpointed("memory", model, executor, memory, memory)
         found += _session("memory", model, session, memory)
+        found.append(_middleware("memory", model, session, memory))
         found.append(_shape("memory", model, InMemorySaver()))
 
         storage = open_storage(folder / "turnkit.sqlite")
@@ -188,6 +195,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
         sqlite_session = _common.session_executor(storage.ledger)
         stack.callback(sqlite_session.close)
         found += _session("sqlite", model, sqlite_session, storage.checkpointer)
+        found.append(_middleware("sqlite", model, sqlite_session, storage.checkpointer))
         found.append(_shape("sqlite", model, saver))
 
         url = _common.postgres_url()
@@ -203,6 +211,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
             pg_session = _common.session_executor(pg.ledger)
             stack.callback(pg_session.close)
             found += _session("postgres", model, pg_session, pg.checkpointer)
+            found.append(_middleware("postgres", model, pg_session, pg.checkpointer))
             found.append(_shape("postgres", model, saver))
         else:
             print(_common.postgres_note(), file=sys.stderr)
@@ -233,6 +242,18 @@ def _session(group: str, model: Any, executor: Any, saver: Any) -> list[tuple[st
     graph = build_turn_graph(executor, model, checkpointer=saver)
     turn = graph_turn(graph, f"{group}-session", threads=True, context=SESSION)
     return [(group, "turnkit session sync", turn)]
+
+
+MIDDLEWARE = "create_agent+TurnkitMiddleware session"
+
+
+def _middleware(group: str, model: Any, executor: Any, saver: Any) -> tuple[str, str, Turn]:
+    """``create_agent`` governed by ``TurnkitMiddleware`` for the session caller, on turnkit's
+    checkpointer (``open_storage``'s, as the turn graph's rows), at ``create_agent``'s default
+    durability, as its HITL peer runs."""
+    graph = create_agent(model, middleware=[TurnkitMiddleware(executor)], checkpointer=saver)
+    turn = graph_turn(graph, f"{group}-middleware", threads=saver is not None, context=SESSION)
+    return (group, MIDDLEWARE, turn)
 
 
 def _shape(group: str, model: Any, saver: Any) -> tuple[str, str, Turn]:
@@ -305,6 +326,12 @@ def rows_of(times: Times) -> list[dict[str, Any]]:
                     label = f"{group}: {ours} (÷ shape: the price of turnkit's own work)"
                     rows.append(_common.row(SCENARIO, label, 1 / seconds[group, ours],
                                             "turns/s", ratio=own))  # fmt: skip
+            continue
+        if case == MIDDLEWARE:
+            ratio = paired(times, (group, case), (group, "create_agent+HITL"))
+            label = f"{group}: {case} (÷ create_agent+HITL)"
+            rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio,
+                                    target="<= 1.0x", met=ratio <= 1.0))  # fmt: skip
             continue
         if not case.startswith("turnkit"):
             ratio = (

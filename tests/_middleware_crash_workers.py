@@ -17,14 +17,16 @@ from langgraph.types import Command
 
 from _crash_workers import FINAL, KEY, NOT_KILLED, SESSION, SET_PRICES, THREAD, KillAt, mortal
 from _crash_workers import _die as die
+from _crash_workers import _die_asked as die_asked
 from _shop import Shop
 from turnkit import Executor, Registry, StaticPermissions
 from turnkit.middleware import TurnkitMiddleware
 from turnkit.storage import Storage, open_storage
 from turnkit.testing import ScriptedModel
 
-HOLDS = "TurnkitMiddleware.before_model"
-"""The node where held writes are asked about and decided."""
+HOLDS = "model"
+"""The node where held writes are asked about and decided (``wrap_model_call``), before the model
+is asked in the same step."""
 TOOL_CALL = "0000000000, 0000000000"
 """The end of the task path of the round's first tool call (``create_agent`` sends each call to
 its tools node as a push task, ``~__pregel_push, <step>, <index>``)."""
@@ -73,7 +75,12 @@ def write_then_die(url: str, log: str, at: KillAt) -> None:
 
 
 def approve_then_die(url: str, log: str, at: KillAt) -> None:
-    """Resume alice's held run with approve; die at ``at`` after ``executor.confirm`` wrote."""
-    _, _, agent, _ = open_agent(url, log, [], die=(HOLDS, at))
+    """Resume alice's held run with approve; die after ``executor.confirm`` wrote: ``writes``,
+    while the model is asked in the same step (nothing of the step is saved); ``checkpoint``,
+    once the step's writes (the outcome, the model's answer) are saved, before the checkpoint."""
+    if at == "writes":
+        _, _, agent, _ = open_agent(url, log, [die_asked])
+    else:
+        _, _, agent, _ = open_agent(url, log, [FINAL], die=(HOLDS, at))
     agent.invoke(APPROVE, THREAD, context=SESSION, durability="sync")
     sys.exit(NOT_KILLED)

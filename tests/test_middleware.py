@@ -308,3 +308,83 @@ def test_a_run_without_a_caller_fails_clearly(executor):
         middleware=[TurnkitMiddleware(executor, default_caller=Caller.session("bob"))],
     )
     assert agent.invoke(GO)["messages"][-1].content == "Hello."
+
+
+def test_a_turn_that_holds_nothing_takes_the_steps_a_hitl_agent_takes(executor):
+    """No hook step of its own before the model: holds are settled in the model's step."""
+    read = {"name": "shop_list_products", "args": {}, "id": "r"}
+    agent = create_agent(
+        ScriptedModel([{"tool_calls": [read]}, "Done."]),
+        middleware=[TurnkitMiddleware(executor)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "steps"}}
+    steps = [next(iter(update)) for update in agent.stream(GO, config, context=BOB)]
+    after = "TurnkitMiddleware.after_model"
+    assert steps == ["model", after, "tools", "model", after]
+
+
+def test_an_approved_hold_replaces_its_notice_in_place(agents, shop):
+    model = ScriptedModel([{"tool_calls": [SET]}, "Done."])
+    agents.send(model, GO, ALICE)
+    done = agents.send(model, Command(resume={"decisions": [{"type": "approve"}]}), ALICE)
+    assert [m.type for m in done.messages] == ["human", "ai", "tool", "ai"]
+    assert json.loads(done.messages[2].content)["status"] == "ok"
+    assert [m.type for m in model.calls[-1]["messages"]] == ["human", "ai", "tool"]
+    assert len(shop.writes()) == 1
+
+
+def test_a_round_reads_the_operators_settings_once(executor, ledger, monkeypatch):
+    """The model call's reading serves its round: its tool calls and the model call after them."""
+    reads = []
+    read = type(ledger).settings
+    monkeypatch.setattr(type(ledger), "settings", lambda self: reads.append(1) or read(self))
+    calls = [{"name": "shop_list_products", "args": {}, "id": f"r{i}"} for i in range(2)]
+    agent = create_agent(
+        ScriptedModel([{"tool_calls": calls}, "Done."]),
+        middleware=[TurnkitMiddleware(executor)],
+        checkpointer=InMemorySaver(),
+    )
+    done = agent.invoke(GO, {"configurable": {"thread_id": "once"}}, context=BOB)
+    assert [json.loads(m.content)["status"] for m in done["messages"][2:4]] == ["ok", "ok"]
+    assert len(reads) == 1
+
+
+def test_a_permission_revoked_while_the_model_is_asked_refuses_its_call(executor, rights, shop):
+    """Rights are checked when the call runs, not when the model was shown the tool."""
+
+    def revoke_then_write(messages, tools):
+        rights.revoke("alice", "shop.manage")
+        return {"tool_calls": [SET]}
+
+    executor.ledger.set_setting("api_session_write_modules", ["shop"])
+    agent = create_agent(
+        ScriptedModel([revoke_then_write, "Sorry."]),
+        middleware=[TurnkitMiddleware(executor)],
+        checkpointer=InMemorySaver(),
+    )
+    done = agent.invoke(GO, {"configurable": {"thread_id": "revoked"}}, context=ALICE)
+    assert json.loads(done["messages"][2].content)["error"]["code"] == "not_found"
+    assert "__interrupt__" not in done
+    assert shop.writes() == []
+
+
+def test_a_rounds_reading_of_the_settings_is_not_kept_past_round_seconds():
+    from langchain_core.messages import AIMessage
+
+    from turnkit.middleware.round_settings import (  # internal: the round's memo, by its clock
+        ROUND_SECONDS,
+        RoundSettings,
+    )
+
+    now = [100.0]
+    kept = RoundSettings(clock=lambda: now[0])
+    ai = AIMessage("", id="ai-1", tool_calls=[{"name": "x", "args": {}, "id": "c"}])
+    kept.keep([ai], {"max_rounds": 3})
+    answers = [HumanMessage("go"), ai, ToolMessage("{}", tool_call_id="c")]
+    assert kept.of("ai-1") == {"max_rounds": 3}
+    assert kept.answered(answers) == {"max_rounds": 3}
+    assert kept.answered([*answers, HumanMessage("and?")]) is None  # a new turn reads again
+    now[0] += ROUND_SECONDS + 0.1
+    assert kept.of("ai-1") is None
+    assert kept.answered(answers) is None

@@ -7,7 +7,8 @@ new process with LangChain's ``{"decisions": [{"type": "approve"}]}``;
 (b) killed right after a key caller's write ran in the tools node, before LangGraph saved that
 task's writes (``writes``: the call runs again and replays its idempotency record) or the
 checkpoint after it (``checkpoint``);
-(c) the same two moments after ``executor.confirm`` ran an approved write in ``before_model``.
+(c) after ``executor.confirm`` ran an approved write in the model's step (``wrap_model_call``):
+while the model is asked (the step runs again on resume) and after the step's writes were saved.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_killed_after_an_approved_write_before_its_checkpoint_the_write_is_not_r
     model.assert_done()
     run(mw.approve_then_die, ledger_url, log, at)
     assert len(shop.writes()) == 1
-    agent, model = reopen(w.FINAL)
+    agent, model = reopen(*([w.FINAL] if at == "writes" else []))  # saved with the step
     agent.invoke(again, w.THREAD, context=w.SESSION, durability="sync")
     assert len(shop.writes()) == 1
     model.assert_done()

@@ -3,15 +3,21 @@
 Each hook is thin; the work is where its name says (``tool_calls.py``, ``holds.py``, and the
 turn graph's own nodes):
 
-- ``wrap_model_call``: the model is shown the caller's visible registry tools **now** (beside the
-  agent's own tools), and its reply is checked before it is stored (``checked_reply``: strict
-  argument text, cut-off replies, values beyond the JSON limits, repeated call ids);
+- ``wrap_model_call``: held writes decided since are settled and this round's are asked in one
+  interrupt in the turn graph's payload (with LangChain's ``HITLRequest``), resumed with
+  ``Command(resume=...)`` and run exactly once (``holds.py``); then the model is shown the
+  caller's visible registry tools **now** (beside the agent's own tools), and its reply is
+  checked before it is stored (``checked_reply``: strict argument text, cut-off replies, values
+  beyond the JSON limits, repeated call ids);
 - ``after_model``: calls that cannot run (unparseable arguments, a refused call) are answered, so
   the model can correct itself instead of the run ending silently;
 - ``wrap_tool_call``: a call of a registry tool is validated and run through the executor (rights
-  now, ledger, idempotency) and fitted; the agent's own tools run as before;
-- ``before_model``: held writes are asked in one interrupt in the turn graph's payload (with
-  LangChain's ``HITLRequest``), resumed with ``Command(resume=...)``, and run exactly once.
+  now, ledger, idempotency) and fitted; the agent's own tools run as before.
+
+The holds are settled in the model's step, not in a ``before_model`` hook of their own: a hook is
+a graph step, checkpointed, before every model call of every turn, held writes or none (on a turn
+of one read, 7 steps instead of 5, HITL's count). The settled messages reach the state through
+the model step's update (``ExtendedModelResponse``), in place (same message ids).
 
 The caller travels in the runtime context (``context=TurnContext(caller=...)``, or any context
 with a ``caller``), passed again on every resume; without one the middleware's ``default_caller``
@@ -25,11 +31,12 @@ from typing import Any
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
+    ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
     hook_config,
 )
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -37,7 +44,8 @@ from langgraph.types import Command
 from turnkit._compat import checkpoint_problem
 from turnkit.executor.executor import Executor
 from turnkit.middleware import holds
-from turnkit.middleware.tool_calls import Run, finish, placeholders, prepare
+from turnkit.middleware.round_settings import RoundSettings
+from turnkit.middleware.tool_calls import Run, finish, message_id, placeholders, prepare
 from turnkit.registry.caller import Caller
 from turnkit.registry.settings import Settings
 from turnkit.turn.bound import Bound
@@ -76,27 +84,59 @@ class TurnkitMiddleware(AgentMiddleware):
         self.bound = Bound(executor, None, default_caller, settings)
         self.tools = placeholders(executor.registry.tools)
         self._ours = frozenset(tool.name for tool in self.tools)
+        self._round = RoundSettings()
 
-    # -- the model sees the caller's tools now; its reply is checked before it is stored --------
+    # -- held writes settled, then the model sees the caller's tools now; its reply is checked --
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        """Show the model only the tools the caller may use now; check its reply."""
+        """Settle and ask about held writes; show the model only the tools the caller may use
+        now; check its reply."""
+        settled = holds.settle(request.messages, request.runtime, self.bound)
         caller, allow = self.bound.caller(request.runtime)
-        _, tools = self.bound.executor.tools_now(caller, allow)
-        return self._checked(request, handler(self._shown(request, tools)))
+        kept = None if settled else self._round.answered(request.messages)
+        overrides, tools = self.bound.executor.tools_now(caller, allow, kept)
+        shown = self._shown(request, tools, settled)
+        return self._answer(shown, handler(shown), settled, overrides)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
     ) -> Any:
         """Async twin of ``wrap_model_call``."""
+        settled = await holds.asettle(request.messages, request.runtime, self.bound)
         caller, allow = self.bound.caller(request.runtime)
-        _, tools = await self.bound.executor.atools_now(caller, allow)
-        return self._checked(request, await handler(self._shown(request, tools)))
+        kept = None if settled else self._round.answered(request.messages)
+        overrides, tools = await self.bound.executor.atools_now(caller, allow, kept)
+        shown = self._shown(request, tools, settled)
+        return self._answer(shown, await handler(shown), settled, overrides)
 
-    def _shown(self, request: ModelRequest, tools: Any) -> ModelRequest:
+    def _shown(self, request: ModelRequest, tools: Any, settled: list[ToolMessage]) -> ModelRequest:
+        """The request with the caller's visible tools, and the settled holds' outcomes in place
+        of their notices."""
         _, visible = for_model(tools)
         shown = [t for t in request.tools if _name(t) not in self._ours or _name(t) in visible]
-        return request.override(tools=shown)
+        if not settled:
+            return request.override(tools=shown)
+        return request.override(tools=shown, messages=_in_place(request.messages, settled))
+
+    def _answer(
+        self,
+        request: ModelRequest,
+        response: Any,
+        settled: list[ToolMessage],
+        overrides: dict[str, Any],
+    ) -> Any:
+        """The checked reply, with the settled holds' messages as the step's state update; the
+        overrides read for it are kept for its round (``round_settings.py``)."""
+        checked = self._checked(request, response)
+        replies = checked.result if isinstance(checked, ModelResponse) else [checked]
+        self._round.keep(replies, overrides)
+        if not settled:
+            return checked
+        if isinstance(checked, AIMessage):
+            checked = ModelResponse(result=[checked])
+        return ExtendedModelResponse(
+            model_response=checked, command=Command(update={"messages": settled})
+        )
 
     def _checked(self, request: ModelRequest, response: Any) -> Any:
         if isinstance(response, AIMessage):
@@ -145,8 +185,9 @@ class TurnkitMiddleware(AgentMiddleware):
         if self._theirs(request):
             return handler(request)
         caller = self.bound.caller(request.runtime)
-        listed = self.bound.executor.tools_now(*caller)
-        ready = self._prepare(request, caller, listed)
+        made_by = message_id(request.state, request.tool_call.get("id") or "")
+        listed = self.bound.executor.tools_now(*caller, self._round.of(made_by))
+        ready = self._prepare(request, caller, listed, made_by)
         if isinstance(ready, ToolMessage):
             return ready
         answer = self.bound.executor.call(
@@ -165,8 +206,9 @@ class TurnkitMiddleware(AgentMiddleware):
         if self._theirs(request):
             return await handler(request)
         caller = self.bound.caller(request.runtime)
-        listed = await self.bound.executor.atools_now(*caller)
-        ready = self._prepare(request, caller, listed)
+        made_by = message_id(request.state, request.tool_call.get("id") or "")
+        listed = await self.bound.executor.atools_now(*caller, self._round.of(made_by))
+        ready = self._prepare(request, caller, listed, made_by)
         if isinstance(ready, ToolMessage):
             return ready
         answer = await self.bound.executor.acall(
@@ -180,22 +222,22 @@ class TurnkitMiddleware(AgentMiddleware):
         """True for a call of one of the agent's own tools (not a registry tool)."""
         return request.tool is not None and request.tool_call["name"] not in self._ours
 
-    def _prepare(self, request: ToolCallRequest, caller: Any, listed: Any) -> ToolMessage | Run:
+    def _prepare(
+        self, request: ToolCallRequest, caller: Any, listed: Any, made_by: str
+    ) -> ToolMessage | Run:
         runtime = request.runtime
         thread = getattr(runtime.execution_info, "thread_id", None)
         others = [tool.name for tool in runtime.tools if tool.name not in self._ours]
-        return prepare(request.tool_call, request.state, thread, caller, listed, self.bound, others)
-
-    # -- held writes: one interrupt, decided once ----------------------------------------------
-
-    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Settle the held writes decided since; ask about this round's in one interrupt."""
-        return holds.before_model(state, runtime, self.bound)
-
-    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of ``before_model``."""
-        return await holds.abefore_model(state, runtime, self.bound)
+        return prepare(
+            request.tool_call, request.state, thread, caller, listed, self.bound, others, made_by
+        )
 
 
 def _name(tool: Any) -> str | None:
     return tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+
+
+def _in_place(messages: list[AnyMessage], settled: list[ToolMessage]) -> list[AnyMessage]:
+    """``messages`` with each of ``settled`` where the message of its id was."""
+    by_id = {message.id: message for message in settled}
+    return [by_id.get(message.id, message) if message.id else message for message in messages]

@@ -1,7 +1,9 @@
 """Held writes of a ``create_agent`` run: asked in one interrupt, decided once, put into the chat.
 
-Runs before every model call (``before_model``), like the turn graph's ``await_confirmation``
-and the reconciling part of its ``list_tools``: a held call's tool message (marked by
+Runs before every model call, inside the model's step (``wrap_model_call``: a hook of its own,
+``before_model``, would be one more graph step for every model call, each checkpointed, for a
+turn that holds nothing), like the turn graph's ``await_confirmation`` and the reconciling part of
+its ``list_tools``: a held call's tool message (marked by
 ``tool_calls.HELD_KEY``) whose confirmation was decided elsewhere, or expired, is replaced (same
 message id) by the outcome; when the latest round held a write, every call still pending is asked
 in one ``interrupt()`` whose payload is the turn graph's (versioned fields and LangChain's
@@ -10,7 +12,10 @@ goes to ``Executor.decide`` as the run's caller. A decision the executor could n
 that breaks the schema, a rate limit) or an id left out is asked about again at once, in a new
 interrupt of the same hook, with the reason.
 
-Everything before ``interrupt()`` only reads, so LangGraph may run the hook again on resume.
+Everything before ``interrupt()`` only reads, so LangGraph may run the step again on resume; a
+step that dies after a decision ran its write (the model failing, the process killed) runs again
+and finds the decision in the ledger: the write runs once. The messages returned replace the held
+notices in the model's request and, through the model step's update, in the state.
 """
 
 from __future__ import annotations
@@ -28,17 +33,16 @@ from turnkit.turn.held import ask_decisions, note_outcome, split_held
 from turnkit.turn.messages import answered, tool_message
 from turnkit.turn.state import HeldCall
 
-__all__ = ["abefore_model", "before_model"]
+__all__ = ["asettle", "settle"]
 
 Marked = list[tuple[ToolMessage, HeldCall]]
 
 
-def before_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, Any] | None:
-    """Settle and ask about the held calls in ``state``; the messages that replace theirs."""
-    messages = state["messages"]
+def settle(messages: list[AnyMessage], runtime: Runtime[Any], bound: Bound) -> list[ToolMessage]:
+    """Settle and ask about the held calls in ``messages``; the messages that replace theirs."""
     marked = _marked(messages)
     if not marked:
-        return None
+        return []
     executor = bound.executor
     held = [call for _, call in marked]
     found = [executor.confirmation(call["confirmation_id"]) for call in held]
@@ -54,17 +58,18 @@ def before_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, A
             if not pending:
                 break
     if not done and not problems:
-        return None
+        return []
     limit = bound.both_settings(executor.ledger.settings())[1].agent_tool_result_chars
     return _update(marked, done, problems, limit)
 
 
-async def abefore_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict[str, Any] | None:
-    """Async twin of ``before_model``: the ledger is never read on the event loop."""
-    messages = state["messages"]
+async def asettle(
+    messages: list[AnyMessage], runtime: Runtime[Any], bound: Bound
+) -> list[ToolMessage]:
+    """Async twin of ``settle``: the ledger is never read on the event loop."""
     marked = _marked(messages)
     if not marked:
-        return None
+        return []
     executor = bound.executor
     held = [call for _, call in marked]
     found = [await executor.aconfirmation(call["confirmation_id"]) for call in held]
@@ -80,14 +85,14 @@ async def abefore_model(state: Any, runtime: Runtime[Any], bound: Bound) -> dict
             if not pending:
                 break
     if not done and not problems:
-        return None
+        return []
     overrides = await executor.ledger.asettings()
     limit = bound.both_settings(overrides)[1].agent_tool_result_chars
     return _update(marked, done, problems, limit)
 
 
 MAX_ASKS = 20
-"""How often one hook asks about a round whose decisions could not all be applied (an invalid
+"""How often one model step asks about a round whose decisions could not all be applied (an invalid
 edit, an id left out) before it lets the model run with the calls still held."""
 
 
@@ -140,7 +145,7 @@ def _this_round(pending: list[tuple[HeldCall, Any]], messages: list[AnyMessage])
 
 def _update(
     marked: Marked, done: dict[str, Answer], problems: dict[str, str], limit: int
-) -> dict[str, Any] | None:
+) -> list[ToolMessage]:
     """The outcome in place of each decided call's message; the reason beside each refused one."""
     replaced: list[ToolMessage] = []
     for message, call in marked:
@@ -157,4 +162,4 @@ def _update(
         elif cid in problems:
             info = {**message.artifact[HELD_KEY], "problem": problems[cid]}
             replaced.append(message.model_copy(update={"artifact": {HELD_KEY: info}}))
-    return {"messages": replaced} if replaced else None
+    return replaced

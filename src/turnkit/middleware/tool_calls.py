@@ -37,7 +37,7 @@ from turnkit.turn.messages import (
 from turnkit.turn.state import PendingCall
 from turnkit.turn.tools import arguments, for_model
 
-__all__ = ["HELD_KEY", "Run", "finish", "placeholders", "prepare"]
+__all__ = ["HELD_KEY", "Run", "finish", "message_id", "placeholders", "prepare"]
 
 HELD_KEY = "turnkit_held"
 """The key of a held call's ``ToolMessage.artifact``: ``{"confirmation_id", "tool"}``."""
@@ -93,11 +93,13 @@ def prepare(
     listed: tuple[dict[str, Any], list[Tool]],
     bound: Bound,
     others: Iterable[str] = (),
+    made_by: str | None = None,
 ) -> ToolMessage | Run:
     """Check ``call`` against the caller's tools now (``listed``: the operator's overrides and
     the tools, from ``tools_now``); answer it when it is wrong, else say how to run it.
     ``others``: the agent's own tools, named beside the registry's to a model that called a tool
-    that does not exist."""
+    that does not exist. ``made_by``: the id of the AI message that made the call, when the
+    caller looked it up already (``message_id``)."""
     overrides, tools = listed
     settings, turn = bound.both_settings(overrides)
     call_id, name = call.get("id") or "", str(call.get("name"))
@@ -115,7 +117,10 @@ def prepare(
         return tool_message(call_id, problem, name=name)
     tool = by_name[name]
     pending = PendingCall(
-        id=call_id, message_id=_message_id(state, call_id), tool=tool.name, args={}
+        id=call_id,
+        message_id=message_id(state, call_id) if made_by is None else made_by,
+        tool=tool.name,
+        args={},
     )
     key = None if tool.never_held else idempotency_key(thread, pending)
     return Run(
@@ -142,7 +147,7 @@ def finish(run: Run, answer: Answer) -> ToolMessage:
     return message
 
 
-def _message_id(state: Any, call_id: str) -> str:
+def message_id(state: Any, call_id: str) -> str:
     """The id of the latest AI message that made the call ``call_id`` (part of its key)."""
     messages = state.get("messages", []) if isinstance(state, dict) else []
     for message in reversed(messages):
