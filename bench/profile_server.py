@@ -15,7 +15,6 @@ event loop's thread; the worker threads' share shows as the waits on them).
 
 from __future__ import annotations
 
-import asyncio
 import cProfile
 import io
 import json
@@ -94,7 +93,8 @@ def caller(app: Any, path: str, body: bytes, bearer: str | None, mcp: bool = Fal
 
 
 class Counts:
-    """Statements (the ledger's ``_rows`` and ``_run``) and turnkit's thread hops, counted."""
+    """Statements (the ledger's ``_rows`` and ``_run``) and hops to worker threads (every
+    ``ThreadPoolExecutor.submit``: the SDK's own hops go through anyio's threads, not counted)."""
 
     def __init__(self) -> None:
         self.statements = self.hops = 0
@@ -104,22 +104,16 @@ class Counts:
         with ExitStack() as undo:
             for name in ("_rows", "_run"):
                 undo.enter_context(self._patched(ledger, name, "statements"))
-            undo.enter_context(self._patched(asyncio, "to_thread", "hops"))
-            undo.enter_context(self._patched(ThreadPoolExecutor, "submit", "hops", handlers=True))
+            # every hop to a worker thread, asyncio.to_thread's and the handler pool's alike
+            undo.enter_context(self._patched(ThreadPoolExecutor, "submit", "hops"))
             yield
 
     @contextmanager
-    def _patched(
-        self, owner: Any, name: str, counter: str, handlers: bool = False
-    ) -> Iterator[None]:
+    def _patched(self, owner: Any, name: str, counter: str) -> Iterator[None]:
         original = getattr(owner, name)
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            pool = args[0] if handlers else None
-            if pool is None or getattr(pool, "_thread_name_prefix", "").startswith(
-                "turnkit-handler"
-            ):
-                setattr(self, counter, getattr(self, counter) + 1)
+            setattr(self, counter, getattr(self, counter) + 1)
             return original(*args, **kwargs)
 
         setattr(owner, name, counted)
