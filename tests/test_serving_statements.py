@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from _serving import uvicorn_serving
-from turnkit import Executor, open_ledger
+from turnkit import Executor, Registry, open_ledger
 from turnkit.ledger.keys import ApiKeys  # internal: the keys of another database
 from turnkit.server import create_app
 
@@ -148,3 +148,17 @@ def test_the_openapi_document_still_shows_invokes_bearer_and_header(executor) ->
     assert operation["security"] == [{"ApiKey": []}]
     names = [(p["name"], p["in"]) for p in operation["parameters"]]
     assert names == [("name", "path"), ("idempotency-key", "header")]
+
+
+def test_merged_settings_are_remembered_per_distinct_overrides_of_each_type() -> None:
+    executor = Executor(Registry())
+    try:
+        ignored = executor.settings_with({"hold_key_writes": 1})  # not a boolean: ignored
+        held = executor.settings_with({"hold_key_writes": True})
+        assert (ignored.hold_key_writes, held.hold_key_writes) == (False, True)
+        assert executor.settings_with({"hold_key_writes": True}) is held
+        listed = {"api_session_write_modules": ["shop"]}  # a list: not hashable, still merged
+        assert executor.settings_with(listed).api_session_write_modules == frozenset({"shop"})
+        assert executor.settings_with({}) is executor.defaults
+    finally:
+        executor.close()

@@ -156,7 +156,7 @@ class Environment:
             return self.defaults
         key: object
         try:
-            key = frozenset(overrides.items())
+            key = frozenset((k, type(v), v) for k, v in overrides.items())  # 1 is not True
             found = self._merged.get(key)
         except TypeError:  # a list among the values: not hashable
             key = json.dumps(overrides, sort_keys=True, default=repr)
