@@ -70,6 +70,17 @@ def _tree(processes: dict[int, tuple[str, int, float]], root: int) -> set[int]:
     return members
 
 
+def workers_of(server: int) -> int:
+    """How many worker processes ``server`` has started (uvicorn's, spawned by multiprocessing)."""
+    found = 0
+    for pid in _tree(_processes(), server) - {server}:
+        try:
+            found += "spawn_main" in (PROC / str(pid) / "cmdline").read_text()
+        except OSError:
+            continue
+    return found
+
+
 class CpuSplit:
     """``with CpuSplit(server_pid) as split: <load>``; then ``split.found``."""
 

@@ -62,7 +62,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from bench import _floor
-from bench._cpu import CpuSplit
+from bench._cpu import CpuSplit, workers_of
 from turnkit import open_ledger
 from turnkit.cli.load import Connection, Target, arun_load, rest_invoke
 
@@ -459,6 +459,18 @@ def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitS
     ]  # fmt: skip
 
 
+def all_started(server: int, workers: int) -> None:
+    """Wait until ``server`` runs all its ``workers`` and they had time to listen. ``/healthz``
+    answers once the first is up: loaded at once, that one accepted all 50 connections (kept
+    alive for the whole load) and ``--workers 3`` measured one worker (``ss -tnp``)."""
+    if workers == 1 or not Path("/proc").exists():
+        return
+    deadline = time.monotonic() + START_TIMEOUT
+    while workers_of(server) < workers and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2.0)  # each worker builds its app, then listens
+
+
 def workers_rows(quick: bool, group: str, db: str) -> list[dict[str, Any]]:
     """Requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on the ledger ``db``, and
     where the machine's CPU went meanwhile (``_cpu.py``: idle cores mean something serialises
@@ -469,9 +481,10 @@ def workers_rows(quick: bool, group: str, db: str) -> list[dict[str, Any]]:
     rates, rows = {}, []
     for workers in (1, 3):
         pids: list[int] = []
-        server = serving(turnkit_command(db, workers), "/healthz", pids=pids)
-        with server as url, CpuSplit(pids[0]) as split:
-            rates[workers], _ = asyncio.run(loaded(url, bearer, seconds))
+        with serving(turnkit_command(db, workers), "/healthz", pids=pids) as url:
+            all_started(pids[0], workers)
+            with CpuSplit(pids[0]) as split:
+                rates[workers], _ = asyncio.run(loaded(url, bearer, seconds))
         if split.found is not None:
             used = split.found
             rows.append(_common.row(
