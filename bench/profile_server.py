@@ -20,10 +20,8 @@ import io
 import json
 import os
 import pstats
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -123,21 +121,6 @@ class Counts:
             setattr(owner, name, original)
 
 
-async def interleaved(calls: dict[str, Callable]) -> dict[str, float]:
-    """µs per call of each contender: the median over rounds whose batches alternate."""
-    for call in calls.values():
-        for _ in range(BATCH):
-            await call()
-    found: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(ROUNDS):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            for _ in range(BATCH):
-                await call()
-            found[name].append((time.perf_counter() - start) / BATCH * 1e6)
-    return {name: statistics.median(values) for name, values in found.items()}
-
-
 async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: str,
                   peer: Any, profile: bool) -> list[dict[str, Any]]:  # fmt: skip
     rest_body = json.dumps(served.BODY).encode()
@@ -159,10 +142,11 @@ async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: 
                 _common.row("profile", f"{door}: turnkit's thread hops a call", counts.hops / 10,
                             "hops"),
             ]  # fmt: skip
-        times = await interleaved({
+        seconds = await served.ainterleaved({
             "rest": rest, "floor": caller(floor, path, rest_body, floor_secret),
             "mcp": mcp, "peer": caller(peer, "/mcp", mcp_body, None, mcp=True),
-        })  # fmt: skip
+        }, BATCH, ROUNDS, BATCH)  # fmt: skip
+        times = {name: value * 1e6 for name, value in seconds.items()}
         rows += [
             _common.row("profile", "REST invoke in process: turnkit (÷ floor)", times["rest"], "µs",
                         ratio=times["rest"] / times["floor"]),
