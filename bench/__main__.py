@@ -34,6 +34,7 @@ from bench import (
     server,
     tracing,
     turn_overhead,
+    upstream,
     validate,
 )
 
@@ -82,6 +83,7 @@ SCENARIOS: dict[str, Scenario] = {
     "server": server.run,
     "scale_out": scale_out.run,
     "tracing": tracing.run,
+    "upstream": upstream.run,
 }
 
 

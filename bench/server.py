@@ -256,9 +256,10 @@ def rest_call(client: httpx.Client) -> Call:
     return call
 
 
-async def mcp_seconds(servers: dict[str, tuple[str, dict[str, str]]], quick: bool
-                      ) -> dict[str, float]:  # fmt: skip
-    """Seconds per ``tools/call`` through the SDK's client, for each ``name: (url, headers)``."""
+async def mcp_seconds(servers: dict[str, tuple[str, dict[str, str]]], quick: bool,
+                      tools: dict[str, str] | None = None) -> dict[str, float]:  # fmt: skip
+    """Seconds per ``tools/call`` through the SDK's client, for each ``name: (url, headers)``;
+    the tool called is ``tools[name]``, by default the read every server here serves."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -270,14 +271,14 @@ async def mcp_seconds(servers: dict[str, tuple[str, dict[str, str]]], quick: boo
             client = await stack.enter_async_context(
                 Client(streamable_http_client(url, http_client=http))
             )
-            calls[name] = _mcp_call(client, name)
+            calls[name] = _mcp_call(client, name, (tools or {}).get(name, MODEL_NAME))
         batch, batches, warmup = _sizes(quick)
         return await ainterleaved(calls, batch, batches, warmup)
 
 
-def _mcp_call(client: Any, name: str) -> Callable[[], Awaitable[None]]:
+def _mcp_call(client: Any, name: str, tool: str) -> Callable[[], Awaitable[None]]:
     async def call() -> None:
-        result = await client.call_tool(MODEL_NAME, {"sku": "TEA-0001"})
+        result = await client.call_tool(tool, {"sku": "TEA-0001"})
         if result.is_error or "Green tea" not in str(result.content):
             raise RuntimeError(f"{name}: unexpected tools/call result {result!r:.300}")
 

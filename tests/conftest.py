@@ -368,3 +368,21 @@ def traced() -> Iterator[Listening]:
     exporter.listen()
     yield exporter
     exporter.stop()
+
+
+MCP_FILESYSTEM_ENV = "TURNKIT_TEST_MCP_FILESYSTEM"
+
+
+@pytest.fixture(scope="session")
+def mcp_filesystem() -> str:
+    """The ``mcp-server-filesystem`` command of ``@modelcontextprotocol/server-filesystem``, a
+    third-party MCP server from the npm registry (skipped locally without it; mandatory in CI,
+    where ``.ci/run`` installs it and sets ``TURNKIT_TEST_MCP_FILESYSTEM``)."""
+    command = os.environ.get(MCP_FILESYSTEM_ENV)
+    if not command:
+        if os.environ.get("CI"):
+            pytest.fail(f"{MCP_FILESYSTEM_ENV} is not set: CI must run the third-party MCP tests")
+        pytest.skip(f"the third-party MCP server tests need {MCP_FILESYSTEM_ENV} (.ci/run sets it)")
+    if not os.access(command, os.X_OK):
+        pytest.fail(f"{MCP_FILESYSTEM_ENV}={command} is not an executable")
+    return command

@@ -32,7 +32,10 @@ PAGES = [ROOT / "README.md", *SITE]
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 """A fenced block: its language, its attributes (``title="shop.py"``: a file a page's commands
 use, not a program of its own) and its code."""
-FILES = {"docs/guides/own-module.md": "tests/test_docs_own_module.py"}
+FILES = {
+    "docs/guides/own-module.md": "tests/test_docs_own_module.py",
+    "docs/guides/upstream-mcp.md": "tests/test_docs_upstream.py",
+}
 """The pages whose blocks with a ``title`` are files, and the test that saves and uses them."""
 HEADING = re.compile(r"^#+ (.+)$|^\*\*(\d+\. [^*]+)\*\*", re.MULTILINE)
 
@@ -98,6 +101,15 @@ SHELL = {
     "test_the_audit_section_runs_as_written",
     "Load-test your own server": "tests/test_cli_bench.py::"
     "test_the_load_test_section_runs_as_written",  # and its fixture serves the first block
+    **dict.fromkeys(
+        [
+            "1. Install it, and give it a folder.",
+            "3. See what it offers.",
+            "4. Make two keys and serve.",
+            "5. Call it.",
+        ],
+        "tests/test_docs_upstream.py::test_the_guide_runs_as_written",
+    ),
 }
 """The test that runs each ``sh`` block (by the heading above it): it must exist, and its
 file (or a ``tests/_helper`` module it imports) must set every variable and pass every ``--flag``

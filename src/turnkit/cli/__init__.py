@@ -49,6 +49,7 @@ from turnkit.cli.options import (
     HelpGroup,
     Interrupted,
     Modules,
+    Upstreams,
     User,
     console,
     friendly,
@@ -115,6 +116,7 @@ def chat(
         str | None, typer.Option(help="An OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1")
     ] = None,
     module: Modules = None,
+    upstream: Upstreams = None,
     entry_points: EntryPoints = False,
     demo: Demo = False,
     catalogue: Catalogue = None,
@@ -131,14 +133,17 @@ def chat(
     from turnkit.graph.build import build_turn_graph
     from turnkit.turn.context import TurnContext
 
-    need_tools(module, entry_points, demo, "turnkit chat --demo --model scripted")
+    need_tools(module, entry_points, demo, "turnkit chat --demo --model scripted", upstream)
     with friendly():
         chat_model = make_model(model, base_url)
-    opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
+    opened = session(
+        db, module, entry_points, demo, catalogue, user, grant, act, permissions, upstream
+    )
     thread_id = thread or f"chat-{uuid.uuid4().hex[:8]}"
     hint = "continue with: " + repeated(
         "turnkit chat",
-        [("--demo", demo), ("--module", module), ("--entry-points", entry_points),
+        [("--demo", demo), ("--module", module), ("--upstream", upstream),
+         ("--entry-points", entry_points),
          ("--thread", thread_id), ("--model", model), ("--base-url", base_url),
          ("--db", shown(db) if db else None), ("--catalogue", catalogue),
          ("--user", None if user == "demo" else user), ("--grant", grant),
@@ -190,6 +195,7 @@ def tools(
     ] = None,
     db: Db = None,
     module: Modules = None,
+    upstream: Upstreams = None,
     entry_points: EntryPoints = False,
     demo: Demo = False,
     catalogue: Catalogue = None,
@@ -201,11 +207,13 @@ def tools(
     why each is hidden."""
     from turnkit.cli.listing import caller_of, hidden, rows
 
-    need_tools(module, entry_points, demo, "turnkit tools --demo")
+    need_tools(module, entry_points, demo, "turnkit tools --demo", upstream)
     with friendly():
         who = caller_of(caller, scope or [])
     user = who.user_id or "demo"
-    opened = session(db, module, entry_points, demo, catalogue, user, grant, act, permissions)
+    opened = session(
+        db, module, entry_points, demo, catalogue, user, grant, act, permissions, upstream
+    )
     try:
         from turnkit.cli.render import tools_table
 

@@ -34,6 +34,7 @@ from turnkit.cli.options import (
     HelpGroup,
     Modules,
     Permissions,
+    Upstreams,
     answer_status,
     console,
     friendly,
@@ -148,6 +149,7 @@ def approve(
     as_: Decider = "operator",
     db: Db = None,
     module: Modules = None,
+    upstream: Upstreams = None,
     entry_points: EntryPoints = False,
     demo: Demo = False,
     catalogue: Catalogue = None,
@@ -159,11 +161,13 @@ def approve(
     --all [--tool T] approves every pending one (of T) after one question."""
     export_this_command()
     given = _one_or_all(confirmation_id, all_, tool, yes)
-    if not module and not entry_points and not demo:
+    if not module and not upstream and not entry_points and not demo:
         _refuse_without_module(db, given)
-    options = (db, module, entry_points, demo, catalogue, permissions, act)
+    options = (db, module, entry_points, demo, catalogue, permissions, act, upstream)
     if given is None:
-        opened = session(db, module, entry_points, demo, catalogue, "demo", None, act, permissions)
+        opened = session(
+            db, module, entry_points, demo, catalogue, "demo", None, act, permissions, upstream
+        )
         try:
             bulk.decide_all(opened, "approve", "approve", as_, tool, yes)
         finally:
@@ -192,7 +196,7 @@ def reject(
     export_this_command()
     given = _one_or_all(confirmation_id, all_, tool, yes)
     decision = {"action": "reject", "message": message}
-    options = (db, module, entry_points, demo, catalogue, permissions, None)
+    options = (db, module, entry_points, demo, catalogue, permissions, None, None)
     if given is None:
         opened = session(db, module, entry_points, demo, catalogue, "demo", None, None, permissions)
         try:
@@ -224,7 +228,8 @@ def _refuse_without_module(db: str | None, given: str | None) -> None:
     if given is None:
         console.print(
             "[red]approving runs the held tools' code: pass --module package.module:object (the"
-            " module that declares them), or --demo for writes the demo held[/]\nnothing was"
+            " module that declares them), --upstream NAME=URL for an MCP server's, or --demo for"
+            " writes the demo held[/]\nnothing was"
             " decided: they are still pending"
         )
         raise typer.Exit(USAGE)
@@ -236,7 +241,8 @@ def _refuse_without_module(db: str | None, given: str | None) -> None:
     held_by = f"module {held.module!r}, " if held.module else ""
     console.print(
         f"[red]approving runs the held tool's code: pass --module package.module:object (the"
-        f" {escape(held_by)}which declares {escape(repr(held.tool))}), or --demo if it was held"
+        f" {escape(held_by)}which declares {escape(repr(held.tool))}), --upstream NAME=URL if an"
+        " MCP server's tool held it, or --demo if it was held"
         " by the demo[/]\nnothing was decided: it is still pending"
     )
     raise typer.Exit(USAGE)
@@ -264,8 +270,11 @@ def _decide(
     catalogue: str | None,
     permissions: str | None,
     act: list[str] | None,
+    upstream: list[str] | None,
 ) -> None:
-    opened = session(db, module, entry_points, demo, catalogue, "demo", None, act, permissions)
+    opened = session(
+        db, module, entry_points, demo, catalogue, "demo", None, act, permissions, upstream
+    )
     try:
         held = _pending(opened, given)
         problem = cannot_approve(opened, held) if decision == "approve" else None

@@ -28,12 +28,13 @@ from turnkit.cli.options import (
     EntryPoints,
     HelpGroup,
     Modules,
+    Upstreams,
     console,
     friendly,
     period_seconds,
     records,
 )
-from turnkit.cli.session import registry_of
+from turnkit.cli.session import close_upstreams, registry_of
 from turnkit.ledger.records import iso
 from turnkit.registry.tool import Tool
 
@@ -70,6 +71,7 @@ def create(
     ] = None,
     db: Db = None,
     module: Modules = None,
+    upstream: Upstreams = None,
     entry_points: EntryPoints = False,
     demo: Demo = False,
     as_json: Json = False,
@@ -78,7 +80,7 @@ def create(
     modules it will serve (--module, --entry-points or --demo), its scopes and allowed tools are
     checked against their tools."""
     seconds = None if expires_in is None else _seconds(expires_in)
-    tools, notes = _tools(module, entry_points, demo)
+    tools, notes = _tools(module, entry_points, demo, upstream)
     opened = records(db)
     try:
         with friendly():
@@ -172,15 +174,18 @@ def revoke(
 
 
 def _tools(
-    modules: list[str] | None, entry_points: bool, demo: bool
+    modules: list[str] | None, entry_points: bool, demo: bool, upstreams: list[str] | None
 ) -> tuple[list[Tool] | None, list[str]]:
     """The tools of the modules given, and the modules' own warnings; None when none was given
     (a mistake in them ends the command before any key is made)."""
-    if not modules and not entry_points and not demo:
+    if not modules and not entry_points and not demo and not upstreams:
         return None, []
     with friendly():
-        registry = registry_of(modules or [], entry_points, demo, None)
-    return list(registry.tools), [str(warning) for warning in registry.warnings]
+        registry = registry_of(modules or [], entry_points, demo, None, upstreams)
+    try:
+        return list(registry.tools), [str(warning) for warning in registry.warnings]
+    finally:
+        close_upstreams(registry)
 
 
 def _seconds(text: str) -> float:

@@ -86,6 +86,15 @@ Modules = Annotated[
         " (repeatable).",
     ),
 ]
+Upstreams = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--upstream",
+        metavar="NAME=URL|NAME=COMMAND|FILE.toml",
+        help="An MCP server you don't own, as a module named NAME: its Streamable HTTP URL, or the"
+        " command that starts it on stdio, or a .toml file of upstreams (repeatable).",
+    ),
+]
 EntryPoints = Annotated[
     bool, typer.Option("--entry-points", help="Also load modules of the turnkit.modules group.")
 ]
@@ -178,15 +187,22 @@ def friendly() -> Iterator[None]:
         raise typer.Exit(USAGE) from None
 
 
-def need_tools(modules: list[str] | None, entry_points: bool, demo: bool, example: str) -> None:
+def need_tools(
+    modules: list[str] | None,
+    entry_points: bool,
+    demo: bool,
+    example: str,
+    upstreams: list[str] | None = None,
+) -> None:
     """End a command that was given no tools to load (``USAGE``): the demo is loaded only on
     request, never in place of the application's own modules. ``example`` is the command with
     ``--demo``, shown as the way to the demo catalogue."""
-    if modules or entry_points or demo:
+    if modules or entry_points or demo or upstreams:
         return
     console.print(
         "[red]no tools to load[/]: pass --module package.module:object (your tools, as your"
-        " application declares them), --entry-points, or --demo for the demo catalogue"
+        " application declares them), --upstream NAME=URL (an MCP server's), --entry-points, or"
+        " --demo for the demo catalogue"
         f" ({escape(example)}); `turnkit demo` shows the whole flow offline"
     )
     raise typer.Exit(USAGE)
@@ -229,10 +245,12 @@ def session(
     grants: list[str] | None,
     act: list[str] | None,
     permissions: str | None = None,
+    upstreams: list[str] | None = None,
 ) -> Session:
     """The session of a command, its warnings shown; a mistake ends the command (``USAGE``)."""
     with friendly():
         opened = open_session(
+            upstreams=upstreams or [],
             db=db,
             modules=modules or [],
             entry_points=entry_points,

@@ -37,6 +37,7 @@ from turnkit.cli.options import (
     Db,
     EntryPoints,
     Permissions,
+    Upstreams,
     console,
     session,
 )
@@ -85,6 +86,7 @@ OPTIONS = "TURNKIT_SERVE"
 
 def serve(
     module: Modules = None,
+    upstream: Upstreams = None,
     entry_points: EntryPoints = False,
     permissions: Permissions = None,
     demo: Annotated[
@@ -141,14 +143,17 @@ def serve(
 
     from turnkit.server.mcp_hosts import listening_host
 
-    if not demo and not module and not entry_points:
+    if not demo and not module and not entry_points and not upstream:
         console.print(
             "[red]nothing to serve[/]: give --module package.module:object (your tools, as your"
-            " application declares them), --entry-points, or --demo for the demo catalogue"
+            " application declares them), --upstream NAME=URL (an MCP server's tools),"
+            " --entry-points, or --demo for the demo catalogue"
         )
         raise typer.Exit(USAGE)
-    if demo and (module or entry_points):
-        console.print("[red]--demo serves the demo catalogue alone[/]: leave out --module")
+    if demo and (module or entry_points or upstream):
+        console.print(
+            "[red]--demo serves the demo catalogue alone[/]: leave out --module and --upstream"
+        )
         raise typer.Exit(USAGE)
     if log_format not in LOG_FORMATS:
         console.print(f"[red]--log-format {escape(log_format)}[/]: give text, json or off")
@@ -160,6 +165,7 @@ def serve(
     options: dict[str, Any] = {
         "db": db,
         "modules": module or [],
+        "upstreams": upstream or [],
         "entry_points": entry_points,
         "demo": demo,
         "catalogue": catalogue,
@@ -171,7 +177,9 @@ def serve(
                    "docs": docs, "metrics": metrics}  # fmt: skip
     if notify:  # each worker runs a dispatcher: their claims keep them from sending one twice
         options["notify"] = {"public_url": public_url or f"http://{host}:{port}"}
-    checked = session(db, module, entry_points, demo, catalogue, "demo", [], [], permissions)
+    checked = session(
+        db, module, entry_points, demo, catalogue, "demo", [], [], permissions, upstream
+    )
     try:  # the options are good; the settings in force say the hold rule
         settings = checked.executor.settings_now()
     finally:

@@ -66,9 +66,25 @@ class Session:
         return self.demo and user == DEMO_USER and permission in DEMO_PERMISSIONS
 
     def close(self) -> None:
-        """Close the connections (and, for a session, its executor and storage)."""
-        self.executor.close()
-        self.storage.close()
+        """Close the connections (and, for a session, its executor and storage, and the
+        upstreams' sessions: a server on stdio ends with the command)."""
+        try:
+            self.executor.close()
+            self.storage.close()
+        finally:
+            close_upstreams(self.executor.registry)
+
+
+def close_upstreams(modules: Registry | list[Any]) -> None:
+    """End the sessions of the upstream MCP servers among ``modules`` (``--upstream``)."""
+    if "turnkit.upstream" not in sys.modules:  # none was made: nothing to import or close
+        return
+    from turnkit.upstream import McpUpstream
+
+    given = modules.modules.values() if isinstance(modules, Registry) else modules
+    for module in given:
+        if isinstance(module, McpUpstream):
+            module.close()
 
 
 def open_session(
@@ -82,6 +98,7 @@ def open_session(
     grants: list[str],
     act: list[str],
     permissions: str | None = None,
+    upstreams: list[str] | None = None,
 ) -> Session:
     """Open the storage and build the executor for the options of a command.
 
@@ -99,7 +116,7 @@ def open_session(
         raise SetupError("--user must name the signed-in user, e.g. --user alice")
     caller = Caller.session(user)
     provider = None if permissions is None else _provider(permissions, caller)
-    registry = registry_of(modules, entry_points, demo, catalogue)
+    registry = registry_of(modules, entry_points, demo, catalogue, upstreams or [])
     url = db or str(DEFAULT_DB)
     if db is None:
         DEFAULT_DB.parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +134,11 @@ def open_session(
                 f"with --demo, only the demo user {DEMO_USER!r} holds the demo's permissions:"
                 f" {user!r} holds {held} here (to give them: {more})"
             )
-    storage = open_storage(url)
+    try:
+        storage = open_storage(url)
+    except BaseException:
+        close_upstreams(registry)
+        raise
     try:
         settings = Settings(api_session_write_modules=frozenset(act))
         executor = Executor(
@@ -126,29 +147,42 @@ def open_session(
         notes += _overridden(storage, act)
     except BaseException:
         storage.close()
+        close_upstreams(registry)
         raise
     return Session(storage, executor, caller, demo, notes, None if provider else static)
 
 
 def registry_of(
-    modules: list[str], entry_points: bool, demo: bool, catalogue: str | None
+    modules: list[str],
+    entry_points: bool,
+    demo: bool,
+    catalogue: str | None,
+    upstreams: list[str] | None = None,
 ) -> Registry:
-    """The registry of a command's ``--module``, ``--entry-points`` and ``--demo`` (with its
-    ``--catalogue``); nothing is opened yet.
+    """The registry of a command's ``--module``, ``--upstream``, ``--entry-points`` and ``--demo``
+    (with its ``--catalogue``); only the upstreams are connected, to list their tools.
 
     Raises:
         SetupError: the options load what cannot be loaded together, or a module fails to load.
     """
-    if demo and (modules or entry_points):
+    if demo and (modules or entry_points or upstreams):
         raise SetupError(
-            "--demo loads the demo catalogue alone: leave out --module and --entry-points"
+            "--demo loads the demo catalogue alone: leave out --module, --upstream and"
+            " --entry-points"
         )
     if catalogue is not None and not demo:
         raise SetupError(
             f"--catalogue {catalogue!r} is the demo catalogue's file: add --demo, or leave it out"
         )
     if not demo:
-        return Registry([_module(spec) for spec in modules], entry_points=entry_points)
+        from turnkit.cli.upstreams import load
+
+        given = [*(_module(spec) for spec in modules), *load(upstreams or [])]
+        try:
+            return Registry(given, entry_points=entry_points)
+        except BaseException:
+            close_upstreams(given)
+            raise
     from turnkit.demo import Catalogue
 
     return Registry([Catalogue(Path(catalogue or DEFAULT_CATALOGUE))])
