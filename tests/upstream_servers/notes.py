@@ -9,7 +9,7 @@ Its tools, chosen to exercise what ``turnkit.upstream`` maps:
 - ``write_note`` (no hints: a write): appends one JSON line to the file ``NOTES_LOG`` names
   (the note, its text and the ``_meta`` the call carried), so a test counts the runs.
 - ``wait_read`` (read-only) and ``wait_write`` (a write, logged like ``write_note`` *before* it
-  sleeps): sleep ``seconds``, for the timeout tests.
+  sleeps): sleep ``seconds``, for the timeout tests; ``label`` tells the calls apart.
 - ``pick_shape``: an ``anyOf`` schema, outside turnkit's subset.
 - ``fail_always``: answers ``isError`` with a text the model can read.
 - ``show_headers`` (read-only): the ``x-team`` and ``authorization`` headers of the request.
@@ -65,8 +65,8 @@ def _tools() -> list[types.Tool]:
     read = types.ToolAnnotations(read_only_hint=True)
     seconds = {
         "type": "object",
-        "properties": {"seconds": {"type": "number"}},
-        "required": ["seconds"],
+        "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},
+        "required": ["seconds", "label"],
     }
     empty = {"type": "object", "properties": {}}
     return [
