@@ -84,7 +84,7 @@ def notes_http(folder: Path, port: int | None = None) -> Iterator[NotesServer]:
         wait_listening(port, process)
         yield NotesServer(f"http://127.0.0.1:{port}/mcp", files, process)
     finally:
-        process.terminate()
+        process.kill()  # not terminate: uvicorn would wait for the tools still sleeping
         process.wait(10)
 
 
