@@ -14,7 +14,7 @@ lookup of a tool that does not exist) raises one of these::
      ├── ResumeError            (ValueError)  a paused turn resumed with a value it cannot take
      ├── StorageError           (ValueError)  a storage URL that names nothing turnkit can open
      ├── ModelError             (ValueError)  a model that cannot be built or reached
-     ├── ConfigError            (ValueError)  TURNKIT_* variables or an upstream's options: nothing usable
+     ├── ConfigError            (ValueError)  TURNKIT_* or an upstream's options name nothing usable
      ├── ThreadBusy             (RuntimeError) another run has the thread's lease
      │    ├── AgentBusy                        a prompt or reset while a prompt is in flight
      │    └── LeaseLost                        this run's lease was taken over; it stopped writing
