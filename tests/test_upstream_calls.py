@@ -140,3 +140,15 @@ def test_an_unset_token_variable_is_named_and_nothing_is_declared(server, monkey
     assert registry.names() == []
     [warning] = registry.warnings
     assert "NOTES_TOKEN (token_env) is not set" in str(warning)
+
+
+async def test_async_calls_make_no_blocking_call_on_the_event_loop(executor, upstream):
+    """What ``langgraph dev`` checks (blockbuster): the handler only awaits the upstream's loop."""
+    blockbuster = pytest.importorskip("blockbuster")
+    name = _name()
+    with blockbuster.blockbuster_ctx():
+        read = await executor.aexecute(ANN, "notes.read_note", {"name": "welcome"})
+        wrote = await executor.aexecute(ANN_KEY, "notes.write_note", {"name": name, "text": "x"})
+        changes = await upstream[0].arefresh()
+    assert read["status"] == wrote["status"] == "ok"
+    assert not changes

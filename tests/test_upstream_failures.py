@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -44,6 +45,15 @@ def test_an_upstream_that_never_answered_declares_nothing_and_says_why():
     [warning] = registry.warnings
     assert f"upstream 'notes' ({url}) could not be listed" in str(warning)
     assert "ConnectError" in str(warning)
+
+
+def test_an_upstream_that_accepts_but_never_answers_ends_at_its_timeout():
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never accepts
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        with McpUpstream("notes", url=url, timeout=1) as upstream:
+            registry = Registry([upstream])
+    [warning] = registry.warnings
+    assert "could not be listed (no connection within 1 s)" in str(warning)
 
 
 def test_an_upstream_gone_down_answers_an_error_and_a_restarted_one_answers_again(tmp_path):
