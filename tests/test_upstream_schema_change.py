@@ -4,13 +4,15 @@ declared anew after ``refresh()`` leaves it pending (its declaration's fingerpri
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from _upstream import ACT, ANN, ANN_KEY, NotesServer, notes_http, rights
+from _upstream import ACT, ANN, ANN_KEY, NotesFiles, NotesServer, notes_http, notes_stdio, rights
 from turnkit import Executor, Ledger, McpUpstream, Registry, open_ledger
 from turnkit.upstream import ToolChanges
 
@@ -103,3 +105,19 @@ def test_a_call_under_an_old_declaration_is_refused_until_declared_anew(server, 
 def test_nothing_changed_is_an_empty_answer(upstream):
     upstream.api_tools()
     assert not upstream.refresh()
+
+
+def test_a_new_stdio_child_is_listed_again_before_a_call_is_trusted(tmp_path):
+    files = NotesFiles.under(tmp_path / "stdio")
+    with notes_stdio(files, timeout=10) as upstream:
+        executor = Executor(Registry([upstream]), permissions=rights(), settings=ACT)
+        executor.execute(ANN, "notes.read_note", {"name": "welcome"})
+        files.schema.write_text("2")
+        os.kill(int(files.pid.read_text()), signal.SIGKILL)  # it comes back as another version
+        executor.execute(ANN, "notes.read_note", {"name": "welcome"})  # lost, or a new child
+
+        answer = executor.execute(ANN_KEY, "notes.write_note", {"name": "n", "text": "t"})
+
+    assert answer["error"]["code"] == "tool_error"
+    assert "changed 'write_note' since it was declared here" in answer["error"]["message"]
+    assert files.runs(name="n") == []

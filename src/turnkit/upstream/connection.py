@@ -89,6 +89,9 @@ class Connection:
         self.target = target
         self.on_tools_changed: Callable[[], None] = lambda: None
         """Called (on the connection's loop) when the upstream says its tool list changed."""
+        self.on_connected: Callable[[], None] = lambda: None
+        """Called (on the connection's loop) after each new session: the upstream may have
+        restarted as another version, so what it lists is read again before it is trusted."""
         self._guard = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -150,6 +153,10 @@ class Connection:
 
     # --- requests (on the loop) -----------------------------------------------------------
 
+    async def connect(self, timeout: float) -> None:
+        """Make sure a session is open (connecting when there is none, or it ended)."""
+        await self._open(asyncio.get_running_loop().time() + timeout, timeout)
+
     async def list_tools(self, timeout: float) -> list[types.Tool]:
         """Every tool the upstream lists now, page by page, within ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
@@ -160,9 +167,16 @@ class Connection:
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await self._ask(
-                session, client.list_tools(cursor=cursor, cache_mode="refresh"), deadline, timeout
-            )
+            listing = client.list_tools(cursor=cursor, cache_mode="refresh")
+            try:
+                page = await self._ask(session, listing, deadline, timeout)
+            except MCPError as refused:
+                raise NoAnswer("unreachable", f"it refused tools/list: {refused.message}") from None
+            except NoAnswer:
+                raise
+            except Exception as unreadable:  # an answer that is not a listing
+                reason = f"its tools/list answer cannot be read: {_reason(unreadable)}"
+                raise NoAnswer("unreachable", reason) from None
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -227,6 +241,7 @@ class Connection:
                     if session is not None:
                         await self._end(session)
                     self._session = session = await self._connect()
+                    self.on_connected()
                     return session
         except TimeoutError:
             raise NoAnswer("unreachable", f"no connection within {timeout:g} s") from None

@@ -3,8 +3,9 @@
 Before the call, the tool's declared input schema (the one the call was checked, and held,
 against) is compared with the upstream's current one; when the upstream changed it (or no
 longer offers the tool) the call is refused and never sent. The listing is read again first
-when the upstream said its list changed, and always before an **approved** write runs, so a
-write held under one schema never runs under another.
+when the upstream said its list changed, after each new session (the upstream may have
+restarted as another version), and always before an **approved** write runs, so a write held
+under one schema never runs under another.
 
 The call carries in ``_meta`` turnkit's call id (``io.turnkit/call-id``) and, when the call has
 one, an idempotency key (``io.turnkit/idempotency-key``) for upstreams that honour it: for an
@@ -87,6 +88,7 @@ class UpstreamCall:
         deadline = loop.time() + limit
         write = ctx.tool.is_write
         try:
+            await self._connection.connect(limit)  # a new session marks the listing stale
             if self._listing.stale or self._listing.tools is None or ctx.confirmation_id:
                 await self._listing.relist()  # bounded by the upstream's own timeout
         except NoAnswer as failure:

@@ -1,9 +1,9 @@
 """What an upstream offers now: its last ``tools/list``, and what changed since the one before.
 
 The listing is read again on ``McpUpstream.refresh()``, after the upstream said its list
-changed (``notifications/tools/list_changed``, when its transport delivers one), and before an
-approved write runs: a call whose declared input schema is no longer the upstream's is refused
-and never sent (``handler.py``).
+changed (``notifications/tools/list_changed``, when its transport delivers one), after each new
+session, and before an approved write runs: a call whose declared input schema is no longer
+the upstream's is refused and never sent (``handler.py``).
 """
 
 from __future__ import annotations

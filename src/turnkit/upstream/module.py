@@ -86,6 +86,7 @@ class McpUpstream:
         self._connection = Connection(self.target)
         self._listing = Listing(self._connection, self.timeout)
         self._connection.on_tools_changed = self._listing.mark_stale  # not self: collectable
+        self._connection.on_connected = self._listing.mark_stale
         self._calls: dict[tuple[str, float], UpstreamCall] = {}
         weakref.finalize(self, self._connection.close)
 
