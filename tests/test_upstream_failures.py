@@ -179,3 +179,10 @@ def test_close_ends_the_session_and_a_later_call_connects_again(server, tmp_path
     second = executor.execute(ANN, "notes.read_note", {"name": "welcome"})
     upstream.close()
     assert first["status"] == second["status"] == "ok"
+
+
+def test_closing_the_upstream_during_a_call_answers_the_call(server, tmp_path):
+    upstream = McpUpstream("notes", url=server.url, timeout=25)
+    answer = _kill_mid_call(_executor(upstream), server.files, upstream.close)
+    assert answer["error"]["code"] == "tool_error"
+    assert "the outcome is unknown" in answer["error"]["message"]

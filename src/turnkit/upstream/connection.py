@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -52,6 +52,7 @@ HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The HTTP client's own limits (the SDK's defaults); each request's ``timeout`` ends it sooner."""
 TEARDOWN_SECONDS = 5.0
 """How long ending a session may take (a stdio child is terminated, then killed, by the SDK)."""
+CLOSED = "the upstream's session was closed (McpUpstream.close()) while the request was out"
 MAX_PAGES = 100
 """A ``tools/list`` that pages more often than this is cut short: a listing cannot loop."""
 
@@ -126,12 +127,22 @@ class Connection:
 
     def run(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """``work()`` run on the connection's loop, waited for in this thread (sync callers;
-        ``work`` bounds its own time)."""
-        return self.submit(work).result()
+        ``work`` bounds its own time). ``NoAnswer`` when ``close()`` ended it."""
+        try:
+            return self.submit(work).result()
+        except CancelledError:
+            raise NoAnswer("lost", CLOSED) from None
 
     async def arun(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """``work()`` run on the connection's loop, awaited from the caller's loop."""
-        return await asyncio.wrap_future(self.submit(work))
+        """``work()`` run on the connection's loop, awaited from the caller's loop.
+        ``NoAnswer`` when ``close()`` ended it; the caller's own cancellation goes on up."""
+        try:
+            return await asyncio.wrap_future(self.submit(work))
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise NoAnswer("lost", CLOSED) from None
 
     def close(self) -> None:
         """End the session (a stdio child with it) and the loop's thread; a later request
@@ -141,7 +152,7 @@ class Connection:
             self._loop, self._thread = None, None
         if loop is None or thread is None or not thread.is_alive() or self._pid != os.getpid():
             return
-        ending = asyncio.run_coroutine_threadsafe(self._end_current(), loop)
+        ending = asyncio.run_coroutine_threadsafe(self._end_all(), loop)
         with contextlib.suppress(Exception):
             ending.result(TEARDOWN_SECONDS * 2)
         loop.call_soon_threadsafe(loop.stop)
@@ -340,9 +351,15 @@ class Connection:
         if self._session is session:
             self._session = None
 
-    async def _end_current(self) -> None:
+    async def _end_all(self) -> None:
+        """End the session, then every request still out (their callers get ``NoAnswer``)."""
         if self._session is not None:
             await self._end(self._session)
+        out = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in out:
+            task.cancel()
+        if out:
+            await asyncio.wait(out, timeout=TEARDOWN_SECONDS)
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

@@ -81,7 +81,10 @@ class UpstreamCall:
         limit = self.timeout
         if limit >= ctx.settings.handler_timeout:
             limit = ctx.settings.handler_timeout * MARGIN
-        return await self._connection.arun(lambda: self._on_loop(input, ctx, limit))
+        try:
+            return await self._connection.arun(lambda: self._on_loop(input, ctx, limit))
+        except NoAnswer as closed:  # close() ended the call
+            raise self._no_answer(closed, ctx.tool.is_write, limit, sent=True) from None
 
     async def _on_loop(self, input: dict[str, Any], ctx: CallContext, limit: float) -> Any:
         loop = asyncio.get_running_loop()
