@@ -20,6 +20,7 @@ EXPECTED = [
     "Executor",
     "LeaseLost",
     "Ledger",
+    "McpUpstream",
     "MemoryLedger",
     "MissingCallerError",
     "ModelError",

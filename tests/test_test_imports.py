@@ -27,6 +27,7 @@ PUBLIC_PACKAGES = (
     "turnkit.middleware",
     "turnkit.notify",
     "turnkit.observe",
+    "turnkit.upstream",
 )
 REASON_IN_DOCSTRING = re.compile(r"\bReaches\b")
 REASON_ON_LINE = "# internal:"

@@ -4,7 +4,8 @@ The model only sees what the caller may use, every argument is checked, big resu
 context, and no write happens without a person's yes.
 
 The registry and executor are imported at once; the LangGraph/LangChain layer (the turn graph,
-``Agent``, ``chat``, storage) is imported on first use, so ``import turnkit`` stays quick.
+``Agent``, ``chat``, storage) and ``McpUpstream`` (the ``mcp`` SDK) are imported on first use,
+so ``import turnkit`` stays quick.
 """
 
 from importlib import import_module
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from turnkit.agent.structured import StructuredOutputError
     from turnkit.graph import TurnContext, TurnState, build_turn_graph
     from turnkit.middleware import TurnkitMiddleware
+    from turnkit.upstream import McpUpstream
 
 _LAZY = {
     "Agent": "turnkit.agent",
@@ -78,6 +80,7 @@ _LAZY = {
     "Response": "turnkit.agent.response",
     "ToolCallRecord": "turnkit.agent.response",
     "StructuredOutputError": "turnkit.agent.structured",
+    "McpUpstream": "turnkit.upstream",
 }
 
 
@@ -108,6 +111,7 @@ __all__ = [
     "Executor",
     "LeaseLost",
     "Ledger",
+    "McpUpstream",
     "MemoryLedger",
     "MissingCallerError",
     "ModelError",

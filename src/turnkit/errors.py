@@ -14,7 +14,7 @@ lookup of a tool that does not exist) raises one of these::
      ├── ResumeError            (ValueError)  a paused turn resumed with a value it cannot take
      ├── StorageError           (ValueError)  a storage URL that names nothing turnkit can open
      ├── ModelError             (ValueError)  a model that cannot be built or reached
-     ├── ConfigError            (ValueError)  a deployment's TURNKIT_* variables name nothing usable
+     ├── ConfigError            (ValueError)  TURNKIT_* or an upstream's options name nothing usable
      ├── ThreadBusy             (RuntimeError) another run has the thread's lease
      │    ├── AgentBusy                        a prompt or reset while a prompt is in flight
      │    └── LeaseLost                        this run's lease was taken over; it stopped writing
@@ -156,8 +156,9 @@ class ModelError(TurnkitError, ValueError):
 
 class ConfigError(TurnkitError, ValueError):
     """A deployment's configuration (``TURNKIT_DATABASE_URL``, ``TURNKIT_MODULES``,
-    ``TURNKIT_PERMISSIONS``, ...) that names nothing usable: a malformed or unknown reference, a
-    ledger URL of no accepted form. The message names the variable and says what to write."""
+    ``TURNKIT_PERMISSIONS``, an upstream MCP server's ``McpUpstream`` options, ...) that names
+    nothing usable: a malformed or unknown reference, a ledger URL of no accepted form, an
+    upstream without a URL or command. The message names the setting and says what to write."""
 
 
 class ProviderError(TurnkitError, TypeError):
