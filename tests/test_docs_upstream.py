@@ -138,6 +138,7 @@ def test_the_guide_runs_as_written(folder, serving):
 
 
 def test_the_python_file_builds_the_same_module(folder):
+    (folder / "shared").mkdir()  # step 1
     done = run(f"{sys.executable} -c 'import gateway; print(gateway.executor.registry.names())'",
                folder)  # fmt: skip
     assert "files.write_file" in done.stdout, done.stdout + done.stderr

@@ -31,7 +31,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from turnkit.cli.session import SetupError
+from turnkit.errors import ConfigError
 
 __all__ = ["FILE_KEYS", "load"]
 
@@ -45,7 +45,7 @@ def load(specs: list[str]) -> list[Any]:
     """The upstream modules of a command's ``--upstream`` options, in order.
 
     Raises:
-        SetupError: a value that is neither ``NAME=URL``, ``NAME=COMMAND`` nor a readable
+        ConfigError: a value that is neither ``NAME=URL``, ``NAME=COMMAND`` nor a readable
             ``.toml`` file of upstreams, or two upstreams of one name (the message says which).
     """
     if not specs:  # the MCP client is imported only for an upstream
@@ -59,47 +59,68 @@ def load(specs: list[str]) -> list[Any]:
             continue
         try:
             made.append(McpUpstream.parse(spec))
-        except ValueError as exc:
-            raise SetupError(f"--upstream {spec!r}: {exc}") from None
+        except (ConfigError, ValueError) as exc:
+            raise ConfigError(f"--upstream {spec!r}: {exc}") from None
     names = [upstream.key for upstream in made]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        raise SetupError(f"--upstream: {', '.join(map(repr, twice))} is named twice; give each"
+        raise ConfigError(f"--upstream: {', '.join(map(repr, twice))} is named twice; give each"
                          " upstream a name of its own")  # fmt: skip
+    try:
+        for upstream in made:  # listed now: a person learns at once that one cannot be reached
+            _listed(upstream)
+    except BaseException:
+        for upstream in made:
+            upstream.close()
+        raise
     return made
+
+
+def _listed(upstream: Any) -> None:
+    """List ``upstream``'s tools (the registry declares them from this listing).
+
+    Raises:
+        ConfigError: it cannot be reached or listed; the message says what to do.
+    """
+    try:
+        upstream.api_tools()
+    except ConnectionError as exc:
+        raise ConfigError(
+            f"--upstream {upstream.key}: {exc} (start it, or leave out --upstream {upstream.key})"
+        ) from None
 
 
 def _from_file(spec: str, make: Any) -> list[Any]:
     """The upstreams of a ``.toml`` file: one table per upstream, named by its key."""
     path = Path(spec)
     if path.suffix != ".toml":
-        raise SetupError(
+        raise ConfigError(
             f"--upstream {spec!r}: give NAME=URL, NAME='COMMAND ARGS' or a .toml file of"
             " upstreams (e.g. --upstream files=http://127.0.0.1:9000/mcp)"
         )
     try:
         tables = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise SetupError(f"--upstream {spec!r}: cannot read it ({exc.strerror})") from None
+        raise ConfigError(f"--upstream {spec!r}: cannot read it ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise SetupError(f"--upstream {spec!r}: not TOML ({exc})") from None
+        raise ConfigError(f"--upstream {spec!r}: not TOML ({exc})") from None
     if not tables:
-        raise SetupError(f"--upstream {spec!r}: no upstream in it (a [name] table each)")
+        raise ConfigError(f"--upstream {spec!r}: no upstream in it (a [name] table each)")
     return [_from_table(spec, name, table, make) for name, table in tables.items()]
 
 
 def _from_table(spec: str, name: str, table: Any, make: Any) -> Any:
     where = f"--upstream {spec!r}, [{name}]"
     if not isinstance(table, dict):
-        raise SetupError(f"{where}: a table of options, not a {type(table).__name__}")
+        raise ConfigError(f"{where}: a table of options, not a {type(table).__name__}")
     unknown = sorted(set(table) - set(FILE_KEYS))
     if unknown:
-        raise SetupError(f"{where}: unknown {', '.join(unknown)}; it takes {', '.join(FILE_KEYS)}")
+        raise ConfigError(f"{where}: unknown {', '.join(unknown)}; it takes {', '.join(FILE_KEYS)}")
     options = dict(table)
     command = options.get("command")
     if isinstance(command, str):
         options["command"] = shlex.split(command)
     try:
         return make(name, **options)
-    except (TypeError, ValueError) as exc:
-        raise SetupError(f"{where}: {exc}") from None
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
