@@ -41,11 +41,11 @@ NAME = "up"
 
 def upstreams_file(folder: Path, url: str) -> Path:
     """The ``--upstream`` file: the upstream at ``url``, its tools behind the benchmarks' read
-    scope (the key ``prepared`` makes holds it)."""
+    scope and permission (the key ``prepared`` makes holds the one, its user the other)."""
     path = folder / "upstreams.toml"
     path.write_text(
         f'[{NAME}]\nurl = "{url}"\n\n[{NAME}.tools."*"]\nscope = "bench.items:read"\n'
-        "read_only = true\n",
+        'permission = "bench.view"\nread_only = true\n',
         encoding="utf-8",
     )
     return path
