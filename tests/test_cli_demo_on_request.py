@@ -72,8 +72,8 @@ def test_approving_without_a_module_runs_no_code_and_says_what_to_pass(myapp):
     said = flat(done.stdout)
     assert (
         "approving runs the held tool's code: pass --module package.module:object (the module"
-        " 'catalogue', which declares 'catalogue.set_prices'), or --demo if it was held by the"
-        " demo" in said
+        " 'catalogue', which declares 'catalogue.set_prices'), --upstream NAME=URL if an MCP"
+        " server's tool held it, or --demo if it was held by the demo" in said
     )
     assert "nothing was decided: it is still pending" in said
     no_traceback(done)
