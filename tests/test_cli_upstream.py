@@ -4,6 +4,9 @@ in a line (exit status 2), never a traceback."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
 from test_cli import run
@@ -72,3 +75,43 @@ def test_approving_without_modules_names_the_upstream_option(tmp_path):
     done = run("confirmations", "approve", "--all", "--yes", "--db", str(tmp_path / "t.sqlite"),
                cwd=tmp_path)  # fmt: skip
     told(done, "--upstream NAME=URL")
+
+
+def test_turnkit_chat_holds_an_upstream_write_and_runs_it_once_when_approved(tmp_path):
+    """``turnkit chat --upstream``: a model over real HTTP (the local OpenAI-compatible server)
+    asks for the notes server's write; it waits at the prompt, and ``a`` runs it once."""
+    import pexpect
+
+    from _openai_server import OpenAIServer, call, reply
+    from _upstream import NOTES, NotesFiles
+    from test_cli import TURNKIT, env, words
+
+    files = NotesFiles.under(tmp_path / "notes")
+    write = {"name": "from-chat", "text": "said in the terminal"}
+    script = [reply(tool_calls=[call("notes_write_note", json.dumps(write))]), "Saved it."]
+    table = {"command": [sys.executable, str(NOTES), "stdio"], "env": files.env()}
+    (tmp_path / "up.toml").write_text(  # the child sees env, not the command's environment
+        "[notes]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items() if k != "env")
+        + "[notes.env]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in files.env().items())
+    )  # fmt: skip
+    upstream = "up.toml"
+    with OpenAIServer(script) as model:
+        child = pexpect.spawn(
+            TURNKIT,
+            ["chat", "--upstream", upstream, "--model", "m", "--base-url", model.url,
+             "--user", "ann", "--grant", "notes.read", "--grant", "notes.write", "--act", "notes",
+             "--db", str(tmp_path / "t.sqlite")],
+            cwd=str(tmp_path), env={**env(), "OPENAI_API_KEY": "test"},
+            encoding="utf-8", timeout=60, dimensions=(50, 160),
+        )  # fmt: skip
+        child.expect("you>")
+        child.sendline("save a note")
+        child.expect(words("→ notes_write_note"))
+        child.expect(words("approve, edit or reject"))
+        assert files.runs(name="from-chat") == []
+        child.sendline("a")
+        child.expect(words("Saved it."))
+        child.expect("you>")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    assert len(files.runs(name="from-chat")) == 1
