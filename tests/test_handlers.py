@@ -265,6 +265,7 @@ async def test_a_sync_handler_that_hangs_answers_timeout_through_aexecute(
     assert_error(answer, "timeout")
     assert started.is_set()
     assert only_audit_row(executor)["code"] == "timeout"
+    release.set()  # the handler hangs in the event loop's executor: closing the loop waits for it
 
 
 async def test_an_async_handler_that_hangs_answers_timeout_through_aexecute(
