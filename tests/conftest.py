@@ -9,6 +9,9 @@ was logged (its setup, body or teardown, in any thread of this process), unless 
 it: ``expect_errors(pattern, ...)``, each of which must then be logged. One logged while no test
 runs (a thread outliving its test, a module fixture's teardown) fails the run, named in the
 summary with the test that ran last. Logs of subprocesses are not seen.
+
+Under pytest-xdist (``-n``) each worker keeps its own records; those logged while no test ran are
+handed to the controller when the worker ends, which fails the run and names them as above.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ from _shop import Shop
 from turnkit import Caller, Executor, Ledger, Registry, Settings, StaticPermissions, open_ledger
 
 POSTGRES_ENV = "TURNKIT_TEST_POSTGRES_URL"
+
+# The tests run with the terminal size of no terminal, as a serial run does. pytest-xdist's
+# controller imports readline, which exports LINES and COLUMNS (80x24 without a terminal), and its
+# workers inherit them: rich's consoles made at import (turnkit.cli's) would then keep 80 columns
+# whatever COLUMNS a test gives typer's runner.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 def postgres_url() -> str:
@@ -61,14 +71,16 @@ class ErrorLogs(logging.Handler):
         """The records of the test running now; None between tests."""
         self.last = "(before the first test)"
         """The id of the test that ran last: strays are most likely its."""
-        self.strays: list[tuple[str, logging.LogRecord]] = []
+        self.strays: list[tuple[str, str]] = []
+        """``(last test, record as _said tells it)`` of records logged while no test ran: this
+        process's, and under pytest-xdist's controller those the workers handed over."""
 
     def emit(self, record: logging.LogRecord) -> None:
         kept = self.test
         if kept is not None:
             kept.append(record)
         else:
-            self.strays.append((self.last, record))
+            self.strays.append((self.last, _said(record)))
 
 
 ERROR_LOGS = ErrorLogs()
@@ -141,8 +153,44 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     return report
 
 
+def _encodable(data: Any) -> Any:
+    """``data`` with every string UTF-8 can encode (a lone surrogate written as ``\\udc80``)."""
+    if isinstance(data, str):
+        try:
+            data.encode()
+        except UnicodeEncodeError:
+            return data.encode("utf-8", "backslashreplace").decode()
+        return data
+    if isinstance(data, dict):
+        return {_encodable(key): _encodable(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return type(data)(_encodable(item) for item in data)
+    return data
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(
+    config: pytest.Config, report: pytest.TestReport | pytest.CollectReport
+):
+    """A report a pytest-xdist worker sends can hold a lone surrogate (a test's captured log of a
+    handler's exception message, on purpose): execnet refuses those and the worker would crash."""
+    data = yield
+    return _encodable(data)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object | None) -> None:
+    """pytest-xdist's controller: take the ERROR records a worker saw logged while no test ran."""
+    output = getattr(node, "workeroutput", None) or {}
+    ERROR_LOGS.strays += [(last, said) for last, said in output.get("turnkit_strays", [])]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """ERROR records logged while no test ran fail the run (listed in the summary)."""
+    """ERROR records logged while no test ran fail the run (listed in the summary); a
+    pytest-xdist worker hands its own to the controller (``pytest_testnodedown``)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["turnkit_strays"] = [list(stray) for stray in ERROR_LOGS.strays]
     if ERROR_LOGS.strays and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -150,8 +198,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """One line per reason the run skipped tests, with how many (not one line per test); the
     ERROR records turnkit logged while no test ran, with the test that ran last."""
-    for last, record in ERROR_LOGS.strays:
-        terminalreporter.write_line(f"turnkit logged an ERROR after {last} ended: {_said(record)}")
+    for last, said in ERROR_LOGS.strays:
+        terminalreporter.write_line(f"turnkit logged an ERROR after {last} ended: {said}")
     reasons: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

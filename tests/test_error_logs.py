@@ -113,3 +113,48 @@ def test_uses_it(shared):
     result.stdout.fnmatch_lines(
         ["turnkit logged an ERROR after test_late.py::test_uses_it ended: *after the test"]
     )
+
+
+def test_under_xdist_the_rule_the_skip_summary_and_a_lone_surrogate_hold(pytest_with_our_conftest):
+    """With ``-n 2`` (pytest-xdist): an ERROR a worker saw logged while no test ran still fails
+    the run and is named, the skip summary counts the workers' skips, a report with a lone
+    surrogate in its captured log reaches the controller, and no worker sees LINES or COLUMNS."""
+    pytest_with_our_conftest.makepyfile(
+        test_late="""
+import logging
+import pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    yield
+    logging.getLogger("turnkit.sample").error("after the test")
+
+def test_uses_it(shared):
+    pass
+""",
+        test_more="""
+import logging
+import os
+import pytest
+
+@pytest.mark.parametrize("n", range(3))
+def test_skips(n):
+    pytest.skip("no reason at all")
+
+def test_declares_a_surrogate(expect_errors):
+    expect_errors("bad byte")
+    logging.getLogger("turnkit.sample").error("bad byte \\udc80")
+
+def test_no_terminal_size():
+    assert "COLUMNS" not in os.environ and "LINES" not in os.environ
+""",
+    )
+    result = pytest_with_our_conftest.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=3, skipped=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            "turnkit logged an ERROR after test_late.py::test_uses_it ended: *after the test",
+            "3 skipped: no reason at all",
+        ]
+    )
