@@ -252,6 +252,10 @@ def test_the_demo_stopped_by_ctrl_c_leaves_no_folder(tmp_path):
 EARLY = [0.0, 0.1, 0.3, 0.6, 1.0, 1.5]
 """Seconds after the start to press Ctrl-C: while Python starts, imports turnkit, parses the
 options, opens the storage, builds the graph (the moments are the point: no state to wait for)."""
+PYTHON_STARTING = "Fatal Python error: init_import_site"
+"""What Python says, with its own traceback and status 1, when a Ctrl-C lands while it imports
+``site``: before the console script's first line (``_turnkit_entry``), out of turnkit's reach. At
+0.0 s it happens when Python starts slowly (a loaded machine: seen with pytest -n 4 on 2 cores)."""
 
 
 @pytest.mark.parametrize("delay", EARLY)
@@ -267,9 +271,13 @@ def test_ctrl_c_in_the_first_moments_ends_in_one_line_with_status_130(tmp_path, 
     child.expect(pexpect.EOF)
     child.close()
     said = shown.getvalue()
+    lines = [line for line in said.splitlines() if line.strip() and line.strip() != "^C"]
+    if lines and lines[0].removeprefix("^C").startswith(PYTHON_STARTING):  # a busy machine: the
+        assert child.exitstatus == 1, said  # Ctrl-C came while Python imported its site module,
+        assert list((tmp_path / "temp").iterdir()) == []  # before any code of turnkit's could run
+        return
     assert "Traceback" not in said, said
     assert "KeyboardInterrupt" not in said, said
-    lines = [line for line in said.splitlines() if line.strip() and line.strip() != "^C"]
     if command == ["demo"] and "the price write ran 1 time(s)" in said:  # done before the Ctrl-C
         assert child.exitstatus == 0 or child.signalstatus == signal.SIGINT  # or while closing
     elif child.signalstatus is not None:  # what a shell reports as 130 too: before Python could
