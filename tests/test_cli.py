@@ -198,7 +198,7 @@ def test_ci_runs_the_readme_commands_which_install_what_ci_checks_and_run_every_
     test = ci_takes("test-command")
     assert test == (
         f'python3 -m venv .venv && .venv/bin/pip install -e "{extras}"'
-        " && .venv/bin/python -m pytest -q"
+        " && .venv/bin/python -m pytest -q -n 2"  # pytest-xdist: both of CI's cores
     )
     run_command = ci_takes("run-command")
     assert run_command.endswith("&& .venv/bin/turnkit demo"), run_command
