@@ -92,9 +92,7 @@ def test_an_error_turnkit_logs_fails_the_test_that_caused_it_unless_declared(
     )
 
 
-def test_an_error_logged_while_no_test_runs_fails_the_run(pytest_with_our_conftest):
-    pytest_with_our_conftest.makepyfile(
-        test_late="""
+LATE_ERROR = """
 import logging
 import pytest
 
@@ -106,7 +104,11 @@ def shared():
 def test_uses_it(shared):
     pass
 """
-    )
+"""A test file whose module fixture logs an ERROR after its one test ended."""
+
+
+def test_an_error_logged_while_no_test_runs_fails_the_run(pytest_with_our_conftest):
+    pytest_with_our_conftest.makepyfile(test_late=LATE_ERROR)
     result = pytest_with_our_conftest.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1)
@@ -120,18 +122,7 @@ def test_under_xdist_the_rule_the_skip_summary_and_a_lone_surrogate_hold(pytest_
     the run and is named, the skip summary counts the workers' skips, a report with a lone
     surrogate in its captured log reaches the controller, and no worker sees LINES or COLUMNS."""
     pytest_with_our_conftest.makepyfile(
-        test_late="""
-import logging
-import pytest
-
-@pytest.fixture(scope="module")
-def shared():
-    yield
-    logging.getLogger("turnkit.sample").error("after the test")
-
-def test_uses_it(shared):
-    pass
-""",
+        test_late=LATE_ERROR,
         test_more="""
 import logging
 import os

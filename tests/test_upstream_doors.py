@@ -71,6 +71,13 @@ async def drive(graph: Any, request: Any, config: Any, mode: str) -> dict[str, A
     return state.values | {"__interrupt__": [i for t in state.tasks for i in t.interrupts]}
 
 
+def ran_once(files: NotesFiles, name: str, done: dict[str, Any]) -> None:
+    """The note ``name`` was written once upstream, and the turn's last tool answer says ok."""
+    assert len(files.runs(name=name)) == 1
+    answers = [json.loads(m.content) for m in done["messages"] if isinstance(m, ToolMessage)]
+    assert answers[-1]["status"] == "ok", answers
+
+
 def asked(result: dict[str, Any]) -> list[dict[str, Any]]:
     (interrupt,) = result["__interrupt__"]
     return interrupt.value["confirmations"]
@@ -89,9 +96,7 @@ async def test_the_turn_graph_holds_the_upstream_write_and_runs_it_once_on_resum
     assert files.runs(name=name) == []  # held: nothing reached the upstream
     done = await drive(graph, Command(resume={held["confirmation_id"]: "approve"}), config, mode)
     assert not done.get("__interrupt__")
-    assert len(files.runs(name=name)) == 1
-    answers = [json.loads(m.content) for m in done["messages"] if isinstance(m, ToolMessage)]
-    assert answers[-1]["status"] == "ok", answers
+    ran_once(files, name, done)
 
 
 def test_the_create_agent_middleware_holds_and_runs_the_upstream_write_once(executor, upstream):
@@ -104,9 +109,7 @@ def test_the_create_agent_middleware_holds_and_runs_the_upstream_write_once(exec
     assert files.runs(name=name) == []
     done = agent.invoke(Command(resume={held["confirmation_id"]: "approve"}), config,
                         context=ANN_TURN)  # fmt: skip
-    assert len(files.runs(name=name)) == 1
-    outcome = [json.loads(m.content) for m in done["messages"] if isinstance(m, ToolMessage)]
-    assert outcome[-1]["status"] == "ok", outcome
+    ran_once(files, name, done)
 
 
 def test_an_agent_sees_the_upstream_tools_and_confirms_the_write_once(executor, upstream):
