@@ -10,13 +10,19 @@ imports nothing but the standard library before that import.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import signal
 import sys
+import threading
+import time
 
 INTERRUPTED = 130
 """``turnkit.cli.options.INTERRUPTED`` (this module may not import turnkit before it is loaded)."""
 STOPPED = "stopped (Ctrl-C)"
 """``turnkit.cli.options.STOPPED``."""
+REDELIVER_AFTER = 0.05
+"""Seconds after a Ctrl-C that Python could not raise to send it again: long enough for the hook
+that saw it to have returned."""
 
 
 def main() -> None:
@@ -37,9 +43,20 @@ def main() -> None:
 
 def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     """A Ctrl-C that landed where Python cannot raise it (a callback inside a C library, such as
-    pydantic-core building a validator) is raised again at the next line of Python, instead of
-    printed as "Exception ignored" with a traceback and lost."""
+    pydantic-core building a validator, or the import system's weakref callbacks) is sent again
+    to the main thread, instead of printed as "Exception ignored" with a traceback and lost.
+
+    It is sent from another thread once this hook has returned: raised in the hook itself, it
+    would be ignored in turn. As a real signal it also wakes a main thread already blocked in a
+    read."""
     if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-        _thread.interrupt_main()
+        with contextlib.suppress(RuntimeError):  # Python is shutting down: the command ends
+            _thread.start_new_thread(_redeliver, ())
         return
     sys.__unraisablehook__(unraisable)
+
+
+def _redeliver() -> None:
+    time.sleep(REDELIVER_AFTER)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ended meanwhile
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from turnkit.cli import render
 from turnkit.cli.deciding import cannot_approve, decide_one, told
+from turnkit.cli.line_input import read_line
 from turnkit.cli.options import FAILED, USAGE, answer_status, console
 from turnkit.cli.session import Session
 from turnkit.executor.answers import Refused
@@ -105,8 +106,8 @@ def _confirmed(count: int, verb: str, tool: str | None, yes: bool) -> bool:
         return False
     which = f"these {count} of {tool}" if tool else f"ALL {count}, of every tool"
     try:
-        said = console.input(
-            f"{verb} {which}? type {count} or y to {verb}; anything else decides nothing: "
+        said = read_line(
+            console, f"{verb} {which}? type {count} or y to {verb}; anything else decides nothing: "
         )
     except EOFError:
         return False

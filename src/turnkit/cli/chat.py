@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from turnkit.cli import render
+from turnkit.cli.line_input import read_line
 from turnkit.errors import LeaseLost, ThreadBusy
 from turnkit.executor.executor import Executor
 from turnkit.ledger.records import Confirmation
@@ -146,7 +147,7 @@ def _choice(console: Console) -> str:
 
 def _read(console: Console, prompt: str) -> str:
     try:
-        return console.input(prompt)
+        return read_line(console, prompt)
     except EOFError:
         raise Left(interrupted=False) from None
     except KeyboardInterrupt:
