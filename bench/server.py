@@ -25,7 +25,8 @@ Every server runs in a process of its own under uvicorn (the load runs in this o
 - **Workers**: requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on one ledger
   under the same 50 clients (ratio: 3 workers ÷ 1). Target on PostgreSQL: ≥ 2x; on SQLite no
   target (every write to one file is serialised by SQLite's lock). The load generator shares
-  the machine's cores with the workers.
+  the machine's cores with the workers. The floor under ``uvicorn --workers`` 1 and 3 is
+  measured beside it: what three processes give the obvious server on the same machine.
 
 PostgreSQL rows need ``TURNKIT_BENCH_POSTGRES_URL`` or ``TURNKIT_TEST_POSTGRES_URL``. The
 sequential rows are the median of interleaved batches (the contenders' batches alternate, so a
@@ -472,33 +473,46 @@ def all_started(server: int, workers: int) -> None:
     time.sleep(2.0)  # each worker builds its app, then listens
 
 
-def workers_rows(quick: bool, group: str, db: str) -> list[dict[str, Any]]:
+def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[str, Any]]:
     """Requests/s of ``turnkit serve --workers 1`` and ``--workers 3`` on the ledger ``db``, and
     where the machine's CPU went meanwhile (``_cpu.py``: idle cores mean something serialises
-    the requests; busy ones, that more workers cannot help)."""
+    the requests; busy ones, that more workers cannot help); the floor's ``uvicorn --workers``
+    1 and 3 on ``floor_db`` beside them: what three processes give the obvious server on this
+    machine."""
     secret = prepared(db)
     bearer = {"Authorization": f"Bearer {secret}"}
+    floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
     seconds = QUICK_LOAD_SECONDS if quick else LOAD_SECONDS
-    rates, rows = {}, []
+    rates: dict[tuple[str, int], float] = {}
+    rows = []
     for workers in (1, 3):
-        pids: list[int] = []
-        with serving(turnkit_command(db, workers), "/healthz", pids=pids) as url:
-            all_started(pids[0], workers)
-            with CpuSplit(pids[0]) as split:
-                rates[workers], _ = asyncio.run(loaded(url, bearer, seconds))
-        if split.found is not None:
-            used = split.found
-            rows.append(_common.row(
-                SCENARIO, f"{group}: --workers {workers}: CPU busy (server {used.server:.2f},"
-                f" PostgreSQL {used.postgres:.2f}, load {used.load:.2f} cores)",
-                used.machine, f"/{used.cores} cores"))  # fmt: skip
-    ratio = rates[3] / rates[1]
+        for name, command, env, headers in (
+            ("turnkit", turnkit_command(db, workers), None, bearer),
+            ("floor", [*floor_command(), "--workers", str(workers)], {_floor.FLOOR_DB: floor_db},
+             floor_bearer),
+        ):  # fmt: skip
+            pids: list[int] = []
+            with serving(command, "/healthz", env, pids=pids) as url:
+                all_started(pids[0], workers)
+                with CpuSplit(pids[0]) as split:
+                    rates[name, workers], _ = asyncio.run(loaded(url, headers, seconds))
+            if split.found is not None and name == "turnkit":
+                used = split.found
+                rows.append(_common.row(
+                    SCENARIO, f"{group}: --workers {workers}: CPU busy (server {used.server:.2f},"
+                    f" PostgreSQL {used.postgres:.2f}, load {used.load:.2f} cores)",
+                    used.machine, f"/{used.cores} cores"))  # fmt: skip
+    ratio = rates["turnkit", 3] / rates["turnkit", 1]
     target = _at_least(ratio, WORKERS_TARGET) if group == "postgres" else {"ratio": ratio}
     return [
         _common.row(SCENARIO, f"{group}: turnkit serve --workers 1, {CLIENTS} clients",
-                    rates[1], "req/s"),
+                    rates["turnkit", 1], "req/s"),
         _common.row(SCENARIO, f"{group}: turnkit serve --workers 3 (÷ 1 worker)",
-                    rates[3], "req/s", **target),
+                    rates["turnkit", 3], "req/s", **target),
+        _common.row(SCENARIO, f"{group}: floor, uvicorn --workers 1, {CLIENTS} clients",
+                    rates["floor", 1], "req/s"),
+        _common.row(SCENARIO, f"{group}: floor, uvicorn --workers 3 (÷ 1 worker)",
+                    rates["floor", 3], "req/s", ratio=rates["floor", 3] / rates["floor", 1]),
         *rows,
     ]  # fmt: skip
 
@@ -509,15 +523,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         here = Path(folder)
         rows = storage_rows(quick, "sqlite", str(here / "ledger.sqlite"),
                             str(here / "floor.sqlite"), bare=True, mcp=True)  # fmt: skip
-        rows += workers_rows(quick, "sqlite", str(here / "workers.sqlite"))
+        rows += workers_rows(quick, "sqlite", str(here / "workers.sqlite"),
+                             str(here / "workers-floor.sqlite"))  # fmt: skip
         url = _common.postgres_url()
         if url is None:
             print(_common.postgres_note(), file=sys.stderr)
             return rows
         with _common.postgres_schema(url) as ledger, _common.postgres_schema(url) as floor:
             rows += storage_rows(quick, "postgres", ledger, floor)
-        with _common.postgres_schema(url) as ledger:
-            rows += workers_rows(quick, "postgres", ledger)
+        with _common.postgres_schema(url) as ledger, _common.postgres_schema(url) as floor:
+            rows += workers_rows(quick, "postgres", ledger, floor)
     return rows
 
 
