@@ -496,11 +496,13 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
                 all_started(pids[0], workers)
                 with CpuSplit(pids[0]) as split:
                     rates[name, workers], _ = asyncio.run(loaded(url, headers, seconds))
-            if split.found is not None and name == "turnkit":
-                used = split.found
+            if split.found is not None:
+                used, rate = split.found, rates[name, workers]
                 rows.append(_common.row(
-                    SCENARIO, f"{group}: --workers {workers}: CPU busy (server {used.server:.2f},"
-                    f" PostgreSQL {used.postgres:.2f}, load {used.load:.2f} cores)",
+                    SCENARIO, f"{group}: {name} --workers {workers}: CPU busy (server"
+                    f" {used.server:.2f}, PostgreSQL {used.postgres:.2f}, load {used.load:.2f}"
+                    f" cores; server + PostgreSQL {(used.server + used.postgres) / rate * 1e3:.2f}"
+                    " ms CPU a request)",
                     used.machine, f"/{used.cores} cores"))  # fmt: skip
     ratio = rates["turnkit", 3] / rates["turnkit", 1]
     target = _at_least(ratio, WORKERS_TARGET) if group == "postgres" else {"ratio": ratio}
