@@ -68,6 +68,16 @@ def test_a_module_in_the_current_folder_is_found(tmp_path, command):
         assert "notes_list_notes" in done.stdout  # the table's model name: the tool is listed
 
 
+def test_a_tool_the_registry_leaves_out_is_told_once(tmp_path):
+    twice = MYAPP.replace("return [{", "return 2 * [{")  # the same tool declared twice
+    (tmp_path / "myapp.py").write_text(twice)
+    done = turnkit("tools", "--grant", "notes.view", "--module", "myapp:Tools", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    no_traceback(done)
+    said = flat(done.stdout + done.stderr)
+    assert said.count("'notes.list_notes' ignored") == 1, said  # the warning: line, not logging's
+
+
 def test_a_module_not_found_says_where_python_looked_and_what_to_do(tmp_path):
     done = turnkit("tools", "--module", "myap:Tools", cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr

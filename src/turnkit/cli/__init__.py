@@ -10,6 +10,7 @@ A person's mistake is told in one or two lines (``options.friendly``), never as 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -299,6 +300,9 @@ def main() -> None:
     application's own module or provider) is told in a line, with how to see the traceback;
     Ctrl-C at any moment ends with one line and ``INTERRUPTED`` (the import of turnkit before
     this runs is guarded by the console script's module, ``_turnkit_entry``)."""
+    # a module's left-out tools are told once, as the session's ``warning:`` lines; without a
+    # handler Python's last resort would print each a second time
+    logging.getLogger("turnkit.registry").addHandler(logging.NullHandler())
     try:
         sys.exit(app())
     except Interrupted:
