@@ -110,12 +110,14 @@ def test_a_line_typed_at_the_prompt_is_read_as_typed():
 
 def test_a_prompt_reads_a_pipe_without_waiting_on_it(tmp_path):
     script = tmp_path / "two.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         from rich.console import Console
         from turnkit.cli.line_input import read_line
 
         print(read_line(Console(), "one> "), read_line(Console(), "two> "))
-    """))
+    """)
+    )
     child = pexpect.spawn("/bin/sh", ["-c", f"printf 'a\\nb\\n' | {sys.executable} {script}"],
                           encoding="utf-8", timeout=TIMEOUT)  # fmt: skip
     child.expect("a b")
