@@ -12,7 +12,9 @@ turnkit: one ``AgentMiddleware`` whose ``wrap_tool_call``, for the caller in the
    ended, writes its audit row (who called what, how it ended, how long it took); every call
    leaves one, refused or not;
 4. runs the tool's function in a ``ThreadPoolExecutor`` and waits ``timeout`` seconds for it
-   (``future.result(timeout=...)``), its result JSON-encoded into the ``ToolMessage``.
+   (``future.result(timeout=...)``), its result JSON-encoded into the ``ToolMessage``. The
+   function is called directly, not through LangChain's ``tool.invoke`` (whose callbacks and
+   argument model the schema check replaces), as ``TurnkitMiddleware`` calls its handler.
 
 The storage of step 3 is one of three: a dict and a list under a lock (``InMemory``), a SQLite
 file (``sqlite3`` in WAL mode, ``synchronous=NORMAL``, a connection per thread) or PostgreSQL
@@ -212,6 +214,7 @@ class PromisesByHand(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
+        """A bench tool's call answered by ``governed``; any other passed on to ``handler``."""
         if request.tool_call["name"] not in self.rules:
             return handler(request)
         return self.governed(request)
