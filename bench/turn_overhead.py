@@ -13,6 +13,13 @@ functions:
   on the same governed tools (``_common.session_executor``), against ``create_agent`` with
   ``HumanInTheLoopMiddleware`` on the plain tools: what governing an existing agent costs
   beyond LangChain's own gate;
+- the **floor** of that middleware (``_middleware_floor.py``): ``create_agent`` with
+  ``HumanInTheLoopMiddleware`` and a small middleware keeping the same promises by hand for the
+  same caller (its rights asked of the same permission provider on every call, the input checked
+  against the tool's JSON schema, a rate-limit charge and an audit row on the group's storage,
+  the function run in a thread pool under a timeout), without turnkit. ``TurnkitMiddleware ÷
+  floor`` is what turnkit's own implementation of those promises costs (and what it does beyond
+  them: idempotency, holds, fitting, tracing, the operator's settings);
 - turnkit's **shape** without turnkit's work (``_shape.py``): the same six nodes, channels and
   routes doing only what the turn needs. ``turnkit ÷ shape`` is the price of turnkit's own work,
   ``shape ÷ create_agent`` the price of six visible steps in LangGraph.
@@ -59,6 +66,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from bench._middleware_floor import InMemory, Postgres, PromisesByHand, Sqlite, Store
 from bench._shape import shape_graph
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
@@ -178,11 +186,13 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
         )
         found.append(("none", "shape", graph_turn(shape_graph(model), "x", threads=False)))
         found.append(_middleware("none", model, session, None))
+        found.append(_floor(stack, "none", model, None, InMemory()))
 
         memory = InMemorySaver()
         found += _checkpointed("memory", model, executor, memory, memory)
         found += _session("memory", model, session, memory)
         found.append(_middleware("memory", model, session, memory))
+        found.append(_floor(stack, "memory", model, memory, InMemory()))
         found.append(_shape("memory", model, InMemorySaver()))
 
         storage = open_storage(folder / "turnkit.sqlite")
@@ -196,6 +206,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
         stack.callback(sqlite_session.close)
         found += _session("sqlite", model, sqlite_session, storage.checkpointer)
         found.append(_middleware("sqlite", model, sqlite_session, storage.checkpointer))
+        found.append(_floor(stack, "sqlite", model, saver, Sqlite(str(folder / "floor.sqlite"))))
         found.append(_shape("sqlite", model, saver))
 
         url = _common.postgres_url()
@@ -212,6 +223,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
             stack.callback(pg_session.close)
             found += _session("postgres", model, pg_session, pg.checkpointer)
             found.append(_middleware("postgres", model, pg_session, pg.checkpointer))
+            found.append(_floor(stack, "postgres", model, saver, Postgres(schema_url)))
             found.append(_shape("postgres", model, saver))
         else:
             print(_common.postgres_note(), file=sys.stderr)
@@ -254,6 +266,25 @@ def _middleware(group: str, model: Any, executor: Any, saver: Any) -> tuple[str,
     graph = create_agent(model, middleware=[TurnkitMiddleware(executor)], checkpointer=saver)
     turn = graph_turn(graph, f"{group}-middleware", threads=saver is not None, context=SESSION)
     return (group, MIDDLEWARE, turn)
+
+
+FLOOR = "create_agent+HITL+promises by hand"
+
+
+def _floor(
+    stack: ExitStack, group: str, model: Any, saver: Any, store: Store
+) -> tuple[str, str, Turn]:
+    """The middleware's floor: ``create_agent`` with HITL and ``PromisesByHand`` on ``store``
+    (closed with ``stack``), on the HITL peer's checkpointer, for the same session caller."""
+    floor = PromisesByHand(_common.permissions, store)
+    stack.callback(store.close)
+    stack.callback(floor.close)
+    middleware = [HumanInTheLoopMiddleware({_common.WRITE_TOOL: True}), floor]
+    graph = create_agent(
+        model, _common.langchain_tools(), middleware=middleware, checkpointer=saver
+    )
+    turn = graph_turn(graph, f"{group}-floor", threads=saver is not None, context=SESSION)
+    return (group, FLOOR, turn)
 
 
 def _shape(group: str, model: Any, saver: Any) -> tuple[str, str, Turn]:
@@ -332,6 +363,15 @@ def rows_of(times: Times) -> list[dict[str, Any]]:
             label = f"{group}: {case} (÷ create_agent+HITL)"
             rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio,
                                     target="<= 1.0x", met=ratio <= 1.0))  # fmt: skip
+            if (group, FLOOR) in seconds:
+                own = paired(times, (group, case), (group, FLOOR))
+                label = f"{group}: {case} (÷ HITL+promises by hand)"
+                rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=own))
+            continue
+        if case == FLOOR:
+            ratio = paired(times, (group, case), (group, "create_agent+HITL"))
+            label = f"{group}: {case} (÷ create_agent+HITL)"
+            rows.append(_common.row(SCENARIO, label, turns_per_s, "turns/s", ratio=ratio))
             continue
         if not case.startswith("turnkit"):
             ratio = (
