@@ -1,11 +1,12 @@
 """``SqliteLedger``: the default ledger, one SQLite file shared by threads and processes.
 
 WAL journaling lets readers proceed while one writer writes; a busy timeout makes a second process
-wait for the lock instead of failing. Every statement is its own transaction (autocommit), on a
-connection taken from the ledger's idle ones for that statement, or opened when all are busy: as
-many connections as statements run at once, whichever threads run them. (A connection per thread
-opened one for every thread that ever wrote: ``create_agent``'s tools node runs each step in a
-thread of its own, so a connection a turn, kept until the ledger closed.)
+wait for the lock instead of failing. Every statement is its own transaction (autocommit). A thread
+keeps the connection it was given (sqlite3 connections are not used by two threads at once) and
+gives it back, idle, when it ends; a new thread takes an idle one before one is opened. So there
+are as many connections as threads alive that wrote, not as threads that ever did:
+``create_agent``'s tools node runs each step in a thread of its own, and a connection kept per
+such thread was one a turn, open until the ledger closed.
 
 A file turnkit creates is readable and writable by its owner only (``0600``: it holds the
 held arguments, the audit and the keys' hashes); SQLite gives its ``-wal`` and ``-shm`` files
@@ -19,6 +20,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,22 +29,17 @@ from turnkit.ledger.base import Ledger
 from turnkit.ledger.schema import column_additions
 from turnkit.ledger.urls import sqlite_problem
 
-__all__ = ["SqliteLedger", "create_private", "wal_mode", "writer_lock"]
-
-_WRITERS: dict[str, threading.RLock] = {}
-_WRITERS_LOCK = threading.Lock()
+__all__ = ["SqliteLedger", "create_private", "wal_mode"]
 
 
-def writer_lock(path: str) -> threading.RLock:
-    """The lock this process's writers to the SQLite file at ``path`` hold while they write (the
-    ledger's statements, the checkpointer's transactions: ``open_storage`` puts both in one
-    file). Without it two connections of one process writing at once meet in SQLite's busy
-    handler, which sleeps 1, 2, 5, 10 ... ms between tries: measured, a tool call's audit row
-    waited ~0.6 ms for ``create_agent``'s checkpoint, written meanwhile in the background
-    (LangGraph's ``async`` durability). Other processes still meet in the busy handler."""
-    key = os.path.realpath(path)
-    with _WRITERS_LOCK:
-        return _WRITERS.setdefault(key, threading.RLock())
+class _Held:
+    """A thread's hold on one of the ledger's connections, in its thread-local data: when the
+    thread ends it is collected, and the connection given back (``weakref.finalize``)."""
+
+    __slots__ = ("__weakref__", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
 
 
 class SqliteLedger(Ledger):
@@ -67,12 +64,12 @@ class SqliteLedger(Ledger):
             raise StorageError(f"cannot open the ledger {self.path!r}: {problem}")
         create_private(self.path)
         self._busy_timeout = busy_timeout
+        self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
-        self._idle: list[sqlite3.Connection] = []  # open, running nothing: the next to use
+        self._idle: list[sqlite3.Connection] = []  # their threads have ended: the next to use
         self._using: set[sqlite3.Connection] = set()  # running a statement now
         self._doomed: set[sqlite3.Connection] = set()  # closed once their statement ends
         self._lock = threading.Lock()
-        self._writer = writer_lock(self.path)
         self.setup()
 
     def _connect(self) -> sqlite3.Connection:
@@ -81,7 +78,7 @@ class SqliteLedger(Ledger):
             self.path,
             timeout=self._busy_timeout,
             isolation_level=None,
-            check_same_thread=False,  # one thread at a time: the statement's (``_statement``)
+            check_same_thread=False,  # one thread at a time: its thread's, then an idle one
         )
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
         wal_mode(conn, self._busy_timeout)
@@ -91,24 +88,39 @@ class SqliteLedger(Ledger):
         return conn
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._writer, self._statement() as conn:
+        with self._statement() as conn:
             return conn.execute(sql, tuple(params)).rowcount
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        reads = sql.lstrip()[:6].upper() == "SELECT"  # else it writes (``... RETURNING``)
-        with contextlib.nullcontext() if reads else self._writer, self._statement() as conn:
+        with self._statement() as conn:
             return conn.execute(sql, tuple(params)).fetchall()
 
-    @contextlib.contextmanager
-    def _statement(self) -> Iterator[sqlite3.Connection]:
-        """An idle connection (or a new one) for one statement, idle again after it. ``close``
-        from another thread meanwhile (an executor closed while a cancelled call still writes
-        its audit row) leaves it to this statement's end: closing a connection under a running
-        statement crashes sqlite3."""
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection: the one it was given, else an idle one, else a new one."""
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            return held.conn
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._connect()
+        held = _Held(conn)
+        weakref.finalize(held, self._give_back, conn).atexit = False  # the thread's end
+        self._local.held = held
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        """A thread has ended (its thread-local data went): its connection is idle."""
+        with self._lock:
+            if conn in self._all and conn not in self._idle:  # not closed by ``close``
+                self._idle.append(conn)
+
+    @contextlib.contextmanager
+    def _statement(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for one statement. ``close`` from another thread meanwhile
+        (an executor closed while a cancelled call still writes its audit row) leaves it to
+        this statement's end: closing a connection under a running statement crashes sqlite3."""
+        conn = self._connection()
         with self._lock:
             self._using.add(conn)
         try:
@@ -119,15 +131,13 @@ class SqliteLedger(Ledger):
                 if conn in self._doomed:
                     self._doomed.discard(conn)
                     conn.close()
-                elif conn in self._all:  # not closed by ``close`` meanwhile
-                    self._idle.append(conn)
 
     def _upgrade(self) -> None:
         """Add the columns an older ledger lacks in one immediate transaction: of processes
         opening an old file at once, one adds them and the others then find them there."""
         if not column_additions(self._columns):
             return
-        with self._writer, self._statement() as conn:
+        with self._statement() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for statement in column_additions(lambda table: _columns(conn, table)):
@@ -148,6 +158,7 @@ class SqliteLedger(Ledger):
                     conn.close()
             self._all.clear()
             self._idle.clear()
+        self._local = threading.local()
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self.path!r})"

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from turnkit.ledger import Ledger, SqliteLedger
-from turnkit.ledger.sqlite import create_private, wal_mode, writer_lock
+from turnkit.ledger.sqlite import create_private, wal_mode
 
 if TYPE_CHECKING:  # imported when first opened: ``import turnkit`` stays light
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -55,7 +55,7 @@ def open_sqlite(path: str) -> tuple[SqliteSaver, Ledger, Callable[[], None]]:
         try:
             for pragma in PRAGMAS:
                 conn.execute(pragma)
-            saver = BatchingSqliteSaver(conn, writer=writer_lock(path))
+            saver = BatchingSqliteSaver(conn)
             saver.setup()
         except BaseException:
             conn.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -54,31 +54,20 @@ def _shared_or(batch: threading.local, opened: Callable[[], Any]) -> Iterator[An
 
 
 class BatchingSqliteSaver(SqliteSaver):
-    """``SqliteSaver`` whose calls inside ``batched()`` share one transaction (one commit).
+    """``SqliteSaver`` whose calls inside ``batched()`` share one transaction (one commit)."""
 
-    ``writer``: a lock its write transactions hold, shared with this process's other writers to
-    the file (``turnkit.ledger.sqlite.writer_lock``), so they queue on it rather than in SQLite's
-    busy handler."""
-
-    def __init__(
-        self, *args: Any, writer: AbstractContextManager[Any] | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._batch = threading.local()
-        self._writer = writer if writer is not None else nullcontext()
 
     def batched(self) -> AbstractContextManager[None]:
         """Run the saver calls made inside in one transaction, committed at the end."""
-        return _one_batch(self._batch, lambda: self._writing(True))
+        opened = super().cursor
+        return _one_batch(self._batch, lambda: opened(True))
 
     def cursor(self, transaction: bool = True) -> AbstractContextManager[Any]:  # type: ignore[override]
-        return _shared_or(self._batch, lambda: self._writing(transaction))
-
-    @contextmanager
-    def _writing(self, transaction: bool) -> Iterator[Any]:
-        """LangGraph's cursor; a transaction's holds ``writer`` until it is committed."""
-        with self._writer if transaction else nullcontext(), super().cursor(transaction) as cur:
-            yield cur
+        opened = super().cursor
+        return _shared_or(self._batch, lambda: opened(transaction))
 
 
 @contextmanager
