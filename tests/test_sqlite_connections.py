@@ -7,8 +7,10 @@ thread, the ledger opened one per turn and kept it until it closed (100 turns, 1
 
 from __future__ import annotations
 
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from bench import _common
 from langchain.agents import create_agent
@@ -62,3 +64,16 @@ def test_turns_of_create_agent_with_the_middleware_keep_one_ledger_connection(tm
         assert connections(storage.ledger) <= 2
     finally:
         storage.close()
+
+
+def test_a_ledger_dropped_without_close_leaves_no_file_open(tmp_path):
+    """Its connections go with it, as before they were given back when threads end: nothing
+    else (no registry of callbacks) keeps the ledger or a connection alive."""
+    open_files = Path("/proc/self/fd")
+    before = len(list(open_files.iterdir()))
+    for n in range(20):
+        ledger = SqliteLedger(tmp_path / f"t{n}.sqlite")
+        ledger.set_setting("confirm_batch_over", n)
+        del ledger
+    gc.collect()
+    assert len(list(open_files.iterdir())) == before

@@ -33,13 +33,21 @@ __all__ = ["SqliteLedger", "create_private", "wal_mode"]
 
 
 class _Held:
-    """A thread's hold on one of the ledger's connections, in its thread-local data: when the
-    thread ends it is collected, and the connection given back (``weakref.finalize``)."""
+    """A thread's hold on one of the ledger's connections, in its thread-local data. When the
+    thread ends it is collected and gives the connection back; when the ledger is collected first
+    (dropped without ``close``), the connection goes with it, as sqlite3 closes a connection
+    nobody holds."""
 
-    __slots__ = ("__weakref__", "conn")
+    __slots__ = ("conn", "ledger")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, ledger: SqliteLedger) -> None:
         self.conn = conn
+        self.ledger = weakref.ref(ledger)
+
+    def __del__(self) -> None:
+        ledger = self.ledger()
+        if ledger is not None:
+            ledger._give_back(self.conn)
 
 
 class SqliteLedger(Ledger):
@@ -104,9 +112,7 @@ class SqliteLedger(Ledger):
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._connect()
-        held = _Held(conn)
-        weakref.finalize(held, self._give_back, conn).atexit = False  # the thread's end
-        self._local.held = held
+        self._local.held = _Held(conn, self)
         return conn
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
