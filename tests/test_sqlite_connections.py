@@ -16,9 +16,8 @@ from bench import _common
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 
-from turnkit import Caller
+from turnkit import Caller, SqliteLedger
 from turnkit.graph import TurnContext
-from turnkit.ledger import SqliteLedger
 from turnkit.middleware import TurnkitMiddleware
 from turnkit.storage import open_storage
 
