@@ -66,14 +66,18 @@ class Sqlite:
     def __init__(self, path: str) -> None:
         self.path = path
         self.local = threading.local()
+        self.opened: list[sqlite3.Connection] = []
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self.local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )  # fmt: skip  (closed by ``close``)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             self.local.conn = conn
+            self.opened.append(conn)
         return conn
 
     def one(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
@@ -82,8 +86,15 @@ class Sqlite:
         )
         return row
 
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return self._conn().execute(sql).fetchall()
+
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._conn().execute(sql.replace("%s", "?"), params).rowcount
+
+    def close(self) -> None:
+        for conn in self.opened:
+            conn.close()
 
 
 class Postgres:
@@ -99,9 +110,16 @@ class Postgres:
         with self.pool.connection() as conn:
             return conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
 
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with self.pool.connection() as conn:
+            return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self.pool.connection() as conn:
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 Store = Sqlite | Postgres
@@ -122,8 +140,7 @@ def make_key(url: str, user_id: str = "u_1") -> str:
     found = store(url)
     found.run("INSERT INTO floor_keys (secret_hash, user_id) VALUES (%s, %s)",
               (hashlib.sha256(secret.encode()).hexdigest(), user_id))  # fmt: skip
-    if isinstance(found, Postgres):
-        found.pool.close()
+    found.close()
     return secret
 
 

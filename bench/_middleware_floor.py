@@ -16,25 +16,23 @@ turnkit: one ``AgentMiddleware`` whose ``wrap_tool_call``, for the caller in the
    function is called directly, not through LangChain's ``tool.invoke`` (whose callbacks and
    argument model the schema check replaces), as ``TurnkitMiddleware`` calls its handler.
 
-The storage of step 3 is one of three: a dict and a list under a lock (``InMemory``), a SQLite
-file (``sqlite3`` in WAL mode, ``synchronous=NORMAL``, a connection per thread) or PostgreSQL
-(``psycopg`` with a pool of up to 8 autocommit connections); the charge and the audit row are
-one statement each, as in ``bench/_floor.py``: the charge before the function runs (so a full
+The storage of step 3 is a dict and a list under a lock (``InMemory``), or the REST floor's
+(``Database``: ``bench/_floor.py``'s SQLite file or PostgreSQL pool, and its statements); the
+charge and the audit row are one statement each: the charge before the function runs (so a full
 window runs nothing), the audit row after it (so it says how the call ended). Idempotency,
 holds, fitting the result, tracing and the operator's settings are left out: what stands between
 this floor and turnkit's middleware is those, and turnkit's own way of doing the four steps.
 
-Standard library, LangChain and the drivers only: nothing from turnkit.
+Standard library, LangChain, the drivers and ``bench/_floor.py`` only: nothing from turnkit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as HandlerTimeout
 from dataclasses import dataclass, field
@@ -45,6 +43,8 @@ from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
+
+from bench import _floor
 
 LIMIT = 1_000_000_000
 """Calls a caller may make in a window: more than any benchmark makes (the charge is still made)."""
@@ -84,22 +84,6 @@ RULES = {
 """The bench's two tools, by the name the model calls them, with the rules turnkit's
 ``bench._common.BenchModule(admin=True)`` gives them."""
 
-CHARGE = (
-    "INSERT INTO floor_usage (caller, window_start, units) VALUES (%s, %s, 1)"
-    " ON CONFLICT (caller, window_start) DO UPDATE SET units = floor_usage.units + 1"
-    " WHERE floor_usage.units + 1 <= %s"
-)
-AUDIT = (
-    "INSERT INTO floor_audit (at, caller, tool, status, duration_ms) VALUES (%s, %s, %s, %s, %s)"
-)
-TABLES = (
-    "CREATE TABLE IF NOT EXISTS floor_usage (caller TEXT NOT NULL, window_start BIGINT NOT NULL,"
-    " units BIGINT NOT NULL, PRIMARY KEY (caller, window_start))",
-    "CREATE TABLE IF NOT EXISTS floor_audit (id {serial} PRIMARY KEY, at DOUBLE PRECISION NOT NULL,"
-    " caller TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL,"
-    " duration_ms DOUBLE PRECISION NOT NULL)",
-)
-
 
 class InMemory:
     """Usage in a dict and audit rows in a list, both under one lock."""
@@ -126,68 +110,29 @@ class InMemory:
         pass
 
 
-class Sqlite:
-    """One SQLite file in WAL mode, ``synchronous=NORMAL``, a connection per thread; each
-    statement commits on its own."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.local = threading.local()
-        self.opened: list[sqlite3.Connection] = []
-        for statement in TABLES:
-            self._run(statement.format(serial="INTEGER"))
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)  # fmt: skip
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self.local.conn = conn
-            self.opened.append(conn)
-        return conn
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._conn().execute(sql.replace("%s", "?"), params).rowcount
-
-    def charge(self, caller: str, window_start: int, limit: int) -> bool:
-        return self._run(CHARGE, (caller, window_start, limit)) == 1
-
-    def audit(self, at: float, caller: str, tool: str, status: str, duration_ms: float) -> None:
-        self._run(AUDIT, (at, caller, tool, status, duration_ms))
-
-    def close(self) -> None:
-        for conn in self.opened:
-            conn.close()
-
-
-class Postgres:
-    """A pool of up to 8 autocommit connections; each statement is its own transaction."""
+class Database:
+    """The REST floor's storage at ``url`` (``bench._floor.store``: a SQLite file in WAL mode
+    with a connection per thread, or PostgreSQL with a pool of up to 8 autocommit connections),
+    charged and audited with its statements, each committing on its own."""
 
     def __init__(self, url: str) -> None:
-        from psycopg_pool import ConnectionPool
-
-        self.pool = ConnectionPool(url, min_size=1, max_size=8, kwargs={"autocommit": True},
-                                   open=True)  # fmt: skip
-        for statement in TABLES:
-            self._run(statement.format(serial="BIGSERIAL"))
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self.pool.connection() as conn:
-            return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
+        self.found = _floor.store(url)
 
     def charge(self, caller: str, window_start: int, limit: int) -> bool:
-        return self._run(CHARGE, (caller, window_start, limit)) == 1
+        return self.found.run(_floor.CHARGE, (caller, window_start, limit)) == 1
 
     def audit(self, at: float, caller: str, tool: str, status: str, duration_ms: float) -> None:
-        self._run(AUDIT, (at, caller, tool, status, duration_ms))
+        self.found.run(_floor.AUDIT, (at, caller, tool, status, duration_ms))
+
+    def read(self, sql: str) -> list[tuple[Any, ...]]:
+        """What ``sql`` (no parameters) reads: how tests look at the usage and the audit."""
+        return self.found.rows(sql)
 
     def close(self) -> None:
-        self.pool.close()
+        self.found.close()
 
 
-Store = InMemory | Sqlite | Postgres
+Store = InMemory | Database
 
 
 class PromisesByHand(AgentMiddleware):

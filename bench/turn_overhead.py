@@ -66,7 +66,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bench._middleware_floor import InMemory, Postgres, PromisesByHand, Sqlite, Store
+from bench._middleware_floor import Database, InMemory, PromisesByHand, Store
 from bench._shape import shape_graph
 from turnkit import Caller
 from turnkit.graph import TurnContext, build_turn_graph
@@ -206,7 +206,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
         stack.callback(sqlite_session.close)
         found += _session("sqlite", model, sqlite_session, storage.checkpointer)
         found.append(_middleware("sqlite", model, sqlite_session, storage.checkpointer))
-        found.append(_floor(stack, "sqlite", model, saver, Sqlite(str(folder / "floor.sqlite"))))
+        found.append(_floor(stack, "sqlite", model, saver, Database(str(folder / "floor.sqlite"))))
         found.append(_shape("sqlite", model, saver))
 
         url = _common.postgres_url()
@@ -223,7 +223,7 @@ def contenders(folder: Path) -> Iterator[list[tuple[str, str, Turn]]]:
             stack.callback(pg_session.close)
             found += _session("postgres", model, pg_session, pg.checkpointer)
             found.append(_middleware("postgres", model, pg_session, pg.checkpointer))
-            found.append(_floor(stack, "postgres", model, saver, Postgres(schema_url)))
+            found.append(_floor(stack, "postgres", model, saver, Database(schema_url)))
             found.append(_shape("postgres", model, saver))
         else:
             print(_common.postgres_note(), file=sys.stderr)

@@ -38,9 +38,9 @@ def store(request, tmp_path):
     if request.param == "memory":
         found: floor.Store = floor.InMemory()
     elif request.param == "sqlite":
-        found = floor.Sqlite(str(tmp_path / "floor.sqlite"))
+        found = floor.Database(str(tmp_path / "floor.sqlite"))
     else:
-        found = floor.Postgres(postgres_url())
+        found = floor.Database(postgres_url())
     yield found
     found.close()
 
@@ -49,11 +49,7 @@ def _audit(store: floor.Store) -> list[str]:
     """The statuses of the audit rows, oldest first."""
     if isinstance(store, floor.InMemory):
         return [row[3] for row in store.rows]
-    sql = "SELECT status FROM floor_audit ORDER BY id"
-    if isinstance(store, floor.Sqlite):
-        return [row[0] for row in store._conn().execute(sql)]
-    with store.pool.connection() as conn:
-        return [row[0] for row in conn.execute(sql)]
+    return [row[0] for row in store.read("SELECT status FROM floor_audit ORDER BY id")]
 
 
 def _charged(store: floor.Store) -> int:
@@ -61,12 +57,7 @@ def _charged(store: floor.Store) -> int:
     if isinstance(store, floor.InMemory):
         return sum(units for (who, _), units in store.usage.items() if who == "user:u_1")
     sql = "SELECT coalesce(sum(units), 0) FROM floor_usage WHERE caller = 'user:u_1'"
-    if isinstance(store, floor.Sqlite):
-        return int(store._conn().execute(sql).fetchone()[0])
-    with store.pool.connection() as conn:
-        row = conn.execute(sql).fetchone()
-        assert row is not None
-        return int(row[0])
+    return int(store.read(sql)[0][0])
 
 
 def _turn(
