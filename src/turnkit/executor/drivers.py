@@ -265,8 +265,14 @@ def _advance(
         # once here, ledger work stays here too (any ledger): a run cancelled meanwhile still
         # gets its handler's outcome recorded, its clean-up done, by this thread; and an effect
         # for the loop of a run cancelled meanwhile (nobody would perform it) is not handed back:
-        # the next turn tells the steps instead, and they clean up here
-        on_loop = not (_blocks(effect, env) or isinstance(effect, OnLedger))
+        # the next turn tells the steps instead, and they clean up here; and a sync provider's
+        # permissions (``StaticPermissions`` too, asked on the loop when the steps start there)
+        # are asked here: handing them to the loop and back would cost two thread switches
+        on_loop = not (
+            _blocks(effect, env)
+            or isinstance(effect, OnLedger)
+            or (isinstance(effect, Permissions) and not _is_async(env.permissions))
+        )
         if on_loop and (stopping or not cancelled.is_set()):
             return False, effect
 

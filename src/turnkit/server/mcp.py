@@ -49,6 +49,7 @@ from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.server import mcp_spans
 from turnkit.server.mcp_auth import KeyBackend, KeyToken, KeyVerifier, RequireKey
 from turnkit.server.mcp_errors import Failsafe, guarded
+from turnkit.server.mcp_gate import KeyGate, pending_key
 from turnkit.server.mcp_hosts import HostCheck, transport_security
 from turnkit.server.mcp_tools import McpTools, control_of
 
@@ -74,10 +75,15 @@ def request_token(ctx: ServerRequestContext[Any, Any] | None = None) -> KeyToken
     """The token of the request being handled (its key, and the settings read with it), or None
     when it came without one (see ``request_key``)."""
     token = get_access_token()
-    if token is None and ctx is not None and isinstance(ctx.request, Request):
-        user = ctx.request.scope.get("user")
+    if token is None and (scope := _scope_of(ctx)) is not None:
+        user = scope.get("user")
         token = user.access_token if isinstance(user, AuthenticatedUser) else None
     return token if isinstance(token, KeyToken) else None
+
+
+def _scope_of(ctx: ServerRequestContext[Any, Any] | None) -> Scope | None:
+    """The ASGI scope of the HTTP request ``ctx`` serves (None: not over HTTP)."""
+    return ctx.request.scope if ctx is not None and isinstance(ctx.request, Request) else None
 
 
 def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True) -> Server[Any]:
@@ -102,9 +108,15 @@ def mcp_server(executor: Executor, mcp_path: str = "/mcp", *, inbox: bool = True
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         control = control_of(params.meta)
-        root = ctx.request.scope.get("root_path", "") if isinstance(ctx.request, Request) else ""
+        scope = _scope_of(ctx)
+        root = "" if scope is None else scope.get("root_path", "")
         base = str(root).removesuffix(mcp_path)  # a host app's mount prefix, or ""
         token = request_token(ctx)
+        pending = None if token is not None else pending_key(scope)
+        if pending is not None:  # a small tools/call: its key is looked up in the call's hop
+            return await tools.call_tool_as(
+                pending, params.name, params.arguments, control, base, inbox
+            )
         key, settings = (None, None) if token is None else (token.key, token.settings)
         return await tools.call_tool(
             key, params.name, params.arguments, control, base, inbox, settings=settings
@@ -200,4 +212,5 @@ def mcp_app(
         settings=executor.settings_with if keys.ledger is executor.ledger else None,
     )
     authenticated = AuthenticationMiddleware(guarded_app, backend=KeyBackend(verifier))
-    return Failsafe(HostCheck(authenticated, security)), endpoint.lifespan
+    gate = KeyGate(authenticated, endpoint, verifier.finder)  # tools/call: key and call, one hop
+    return Failsafe(HostCheck(gate, security)), endpoint.lifespan

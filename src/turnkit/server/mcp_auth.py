@@ -29,7 +29,7 @@ from turnkit.ledger.keys import ApiKey, ApiKeys
 from turnkit.registry.settings import Settings
 from turnkit.server.bearer import NO_KEY, KeyFinder, challenge
 
-__all__ = ["REFUSED", "KeyBackend", "KeyToken", "KeyVerifier", "RequireKey"]
+__all__ = ["REFUSED", "KeyBackend", "KeyToken", "KeyVerifier", "RequireKey", "unauthorized"]
 
 log = logging.getLogger("turnkit.server.mcp")
 
@@ -65,11 +65,11 @@ class KeyVerifier:
         self.keys = keys
         self.clock = clock
         self.settings = settings
-        self._finder = KeyFinder(keys, keys.ledger if settings else None, clock)
+        self.finder = KeyFinder(keys, keys.ledger if settings else None, clock)
 
     async def check(self, token: str) -> KeyToken | str:
         """The key's token, or why the bearer ``token`` is refused (unknown, revoked, expired)."""
-        found, overrides = await asyncio.to_thread(self._finder.lookup, token)
+        found, overrides = await asyncio.to_thread(self.finder.lookup, token)
         if isinstance(found, str):
             log.info("MCP request refused: %s", found)
             return found
@@ -116,10 +116,11 @@ class RequireKey:
             await self.app(scope, receive, send)
             return
         reason = str(scope.get(REFUSED, NO_KEY))
-        await _unauthorized(reason)(scope, receive, send)
+        await unauthorized(reason)(scope, receive, send)
 
 
-def _unauthorized(reason: str) -> JSONResponse:
+def unauthorized(reason: str) -> JSONResponse:
+    """The 401 refusing a bearer because of ``reason``: a challenge and a JSON-RPC error."""
     oauth: dict[str, Any] = {"error": "invalid_token", "error_description": reason}
     body = {"jsonrpc": "2.0", "id": None,
             "error": {"code": INVALID_REQUEST, "message": reason, "data": oauth}}  # fmt: skip

@@ -15,15 +15,17 @@ over REST, with rights checked now.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp import types
 
 from turnkit.executor.answers import Answer, DryRun, Held, Ran, Refused
+from turnkit.executor.calls import Resolved
 from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, iso
+from turnkit.registry.caller import Caller
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Annotations, Tool
@@ -167,7 +169,39 @@ class McpTools:
             settings=settings,
             wait=False,  # a repeat of a running call: in_progress at once, the client retries
         )
-        structured = tool is not None and _output_schema(tool, key) is not None
+        return _result(answer, structured=_structured(tool, key.caller), base=base, inbox=inbox)
+
+    async def call_tool_as(
+        self,
+        find: Callable[[], Resolved | str],
+        name: str,
+        arguments: dict[str, Any] | None,
+        control: dict[str, Any] | None = None,
+        base: str = "",
+        inbox: bool = True,
+    ) -> types.CallToolResult:
+        """``call_tool`` for a key not looked up yet: ``find()`` looks it up in the worker
+        thread that runs the call (``Executor.acall_as``: one thread hop for both). A refused
+        key (``find`` says why) is an error result, and nothing was called or audited."""
+        found: list[Resolved] = []
+
+        def resolve() -> Resolved | str:
+            result = find()
+            if isinstance(result, Resolved):
+                found.append(result)
+            return result
+
+        tool = self._by_model.get(name)
+        answer = await self.executor.acall_as(
+            resolve,
+            name if tool is None else tool.name,
+            {} if arguments is None else arguments,
+            control,
+            wait=False,
+        )
+        if isinstance(answer, str):
+            return _error_result(Refused("forbidden", answer))
+        structured = _structured(tool, found[0].caller)
         return _result(answer, structured=structured, base=base, inbox=inbox)
 
     async def _get_confirmation(
@@ -223,8 +257,10 @@ def _listed(name: str, tool: Tool, hold: str) -> types.Tool:
     )
 
 
-def _output_schema(tool: Tool, key: ApiKey) -> dict[str, Any] | None:
-    return _schema_for(tool, Executor.hold_rule(key.caller, tool))
+def _structured(tool: Tool | None, caller: Caller) -> bool:
+    """Whether ``caller``'s answer of ``tool`` carries structured content (it is listed with an
+    output schema)."""
+    return tool is not None and _schema_for(tool, Executor.hold_rule(caller, tool)) is not None
 
 
 def _schema_for(tool: Tool, hold: str) -> dict[str, Any] | None:
