@@ -4,17 +4,19 @@ mode on memory, SQLite and PostgreSQL checkpointers (``agents`` fixture)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from _shop import prices
-from turnkit import Caller, Decision, MissingCallerError, ResumeError
+from turnkit import Caller, Decision, MissingCallerError, ResumeError, Settings
 from turnkit.graph import TurnContext
 from turnkit.middleware import TurnkitMiddleware
 from turnkit.testing import ScriptedModel
@@ -121,6 +123,25 @@ def test_a_reply_with_only_unparseable_calls_goes_back_to_the_model(agents):
     done = agents.send(model, GO, ALICE)
     assert done.messages[-1].content == "Sorry."
     model.assert_done()
+
+
+def test_a_model_that_only_sends_unparseable_calls_is_asked_max_rounds_times_in_one_step(executor):
+    broken = [{"invalid_tool_calls": [{"name": "shop_list_products", "args": "{", "id": f"j{i}"}]}
+              for i in range(3)]  # fmt: skip
+    model = ScriptedModel([*broken, "never asked"])
+    agent = create_agent(
+        model,
+        middleware=[TurnkitMiddleware(executor, settings=Settings(max_rounds=3))],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "stubborn"}}
+    steps = [next(iter(update)) for update in agent.stream(GO, config, context=BOB)]
+    messages = agent.get_state(config).values["messages"]
+    assert steps == ["model"]
+    assert len(model.calls) == 3
+    assert [m.type for m in messages] == ["human", "ai", "tool", "ai", "tool", "ai", "tool"]
+    assert [m.tool_call_id for m in messages if m.type == "tool"] == ["j0", "j1", "j2"]
+    assert [m.type for m in model.calls[2]["messages"]] == ["human", "ai", "tool", "ai", "tool"]
 
 
 def test_a_held_write_interrupts_in_the_hitl_shape_and_an_approval_runs_it_once(agents, shop):
@@ -298,6 +319,59 @@ def test_the_agents_own_tools_run_as_before():
     assert shown(model) == ["shout"]
 
 
+def run_in(mode: str, agent, request, config, context) -> dict:
+    """``agent`` run once in ``mode``; its state's values after the run."""
+    if mode == "invoke":
+        agent.invoke(request, config, context=context)
+    elif mode == "stream":
+        list(agent.stream(request, config, context=context, stream_mode="updates"))
+    elif mode == "ainvoke":
+        asyncio.run(agent.ainvoke(request, config, context=context))
+    else:
+
+        async def drain() -> None:
+            async for _ in agent.astream(request, config, context=context, stream_mode="updates"):
+                pass
+
+        asyncio.run(drain())
+    return agent.get_state(config)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream", "ainvoke", "astream"])
+def test_beside_hitl_for_the_agents_own_tools_unrunnable_calls_are_answered_once(executor, mode):
+    """Answered in the model's step, before HITL's ``after_model`` asks about the agent's own
+    tool: a reply of unparseable calls only goes back to the model, and a reply mixing one with
+    a call HITL holds is answered once, the held call run after the person's yes."""
+
+    @tool
+    def shout(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    broken = {"name": "shop_list_products", "args": "{", "id": "broken"}
+    loud = {"name": "shout", "args": {"text": "hi"}, "id": "loud"}
+    model = ScriptedModel(
+        [{"invalid_tool_calls": [broken]}, {"tool_calls": [loud], "invalid_tool_calls": [broken]},
+         "Done."]
+    )  # fmt: skip
+    agent = create_agent(
+        model,
+        tools=[shout],
+        middleware=[HumanInTheLoopMiddleware({"shout": True}), TurnkitMiddleware(executor)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": f"beside-hitl-{mode}"}}
+    paused = run_in(mode, agent, GO, config, BOB)
+    assert [i.value["action_requests"][0]["name"] for i in paused.interrupts] == ["shout"]
+    done = run_in(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config, BOB)
+    answers = [(m.tool_call_id, m.content) for m in done.values["messages"] if m.type == "tool"]
+    assert [call_id for call_id, _ in answers] == ["broken", "broken", "loud"]
+    assert "not valid JSON" in json.loads(answers[0][1])["error"]["message"]
+    assert answers[2][1] == "HI"
+    assert done.values["messages"][-1].content == "Done."
+    model.assert_done()
+
+
 def test_a_run_without_a_caller_fails_clearly(executor):
     model = ScriptedModel(["Hello."])
     agent = create_agent(model, middleware=[TurnkitMiddleware(executor)])
@@ -310,8 +384,9 @@ def test_a_run_without_a_caller_fails_clearly(executor):
     assert agent.invoke(GO)["messages"][-1].content == "Hello."
 
 
-def test_a_turn_that_holds_nothing_takes_the_steps_a_hitl_agent_takes(executor):
-    """No hook step of its own before the model: holds are settled in the model's step."""
+def test_a_turn_that_holds_nothing_takes_fewer_steps_than_a_hitl_agent(executor):
+    """No hook step of its own around the model: holds are settled, and unrunnable calls
+    answered, in the model's step (HITL's agent: model, its after_model, tools, model, again)."""
     read = {"name": "shop_list_products", "args": {}, "id": "r"}
     agent = create_agent(
         ScriptedModel([{"tool_calls": [read]}, "Done."]),
@@ -320,8 +395,7 @@ def test_a_turn_that_holds_nothing_takes_the_steps_a_hitl_agent_takes(executor):
     )
     config = {"configurable": {"thread_id": "steps"}}
     steps = [next(iter(update)) for update in agent.stream(GO, config, context=BOB)]
-    after = "TurnkitMiddleware.after_model"
-    assert steps == ["model", after, "tools", "model", after]
+    assert steps == ["model", "tools", "model"]
 
 
 def test_an_approved_hold_replaces_its_notice_in_place(agents, shop):

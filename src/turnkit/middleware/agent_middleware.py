@@ -8,16 +8,20 @@ turn graph's own nodes):
   ``Command(resume=...)`` and run exactly once (``holds.py``); then the model is shown the
   caller's visible registry tools **now** (beside the agent's own tools), and its reply is
   checked before it is stored (``checked_reply``: strict argument text, cut-off replies, values
-  beyond the JSON limits, repeated call ids);
-- ``after_model``: calls that cannot run (unparseable arguments, a refused call) are answered, so
-  the model can correct itself instead of the run ending silently;
+  beyond the JSON limits, repeated call ids), and its calls that cannot run (unparseable
+  arguments, a refused call) are answered in the same step, so the model can correct itself
+  instead of the run ending silently;
 - ``wrap_tool_call``: a call of a registry tool is validated and run through the executor (rights
   now, ledger, idempotency) and fitted; the agent's own tools run as before.
 
-The holds are settled in the model's step, not in a ``before_model`` hook of their own: a hook is
-a graph step, checkpointed, before every model call of every turn, held writes or none (on a turn
-of one read, 7 steps instead of 5, HITL's count). The settled messages reach the state through
-the model step's update (``ExtendedModelResponse``), in place (same message ids).
+The holds are settled, and the calls that cannot run answered, in the model's step, not in a
+``before_model`` or ``after_model`` hook of their own: a hook is a graph step, checkpointed,
+around every model call of every turn, whatever it finds (a turn of one read is 3 steps, where
+HITL's takes 5). Both reach the state through the model step's update
+(``ExtendedModelResponse``): the settled messages in place (same message ids), the answers after
+the reply. A reply none of whose calls can run is answered and the model asked again within the
+step (at most the turn's ``max_rounds`` times), where a hook would jump back to the model: a
+jump the graph does not take when another middleware's ``after_model`` runs after the step.
 
 The caller travels in the runtime context (``context=TurnContext(caller=...)``, or any context
 with a ``caller``), passed again on every resume; without one the middleware's ``default_caller``
@@ -34,11 +38,9 @@ from langchain.agents.middleware.types import (
     ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
-    hook_config,
 )
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from turnkit._compat import checkpoint_problem
@@ -50,7 +52,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.settings import Settings
 from turnkit.turn.bound import Bound
 from turnkit.turn.checks import unparsed
-from turnkit.turn.messages import call_names, error_answer, last_ai, tool_message
+from turnkit.turn.messages import call_names, error_answer, tool_message
 from turnkit.turn.model_reply import checked_reply
 from turnkit.turn.tools import for_model
 
@@ -90,13 +92,19 @@ class TurnkitMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Settle and ask about held writes; show the model only the tools the caller may use
-        now; check its reply."""
+        now; check its reply, asking again (at most ``max_rounds``) while no call of it can run."""
         settled = holds.settle(request.messages, request.runtime, self.bound)
         caller, allow = self.bound.caller(request.runtime)
         kept = None if settled else self._round.answered(request.messages)
         overrides, tools = self.bound.executor.tools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
-        return self._answer(shown, handler(shown), settled, overrides)
+        response = self._checked(shown, handler(shown))
+        for _ in range(self._asks_left(overrides)):
+            again = _asked_again(shown, response)
+            if again is None:
+                break
+            response = _after(response, self._checked(again, handler(again)))
+        return self._answer(response, settled, overrides)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
@@ -107,7 +115,13 @@ class TurnkitMiddleware(AgentMiddleware):
         kept = None if settled else self._round.answered(request.messages)
         overrides, tools = await self.bound.executor.atools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
-        return self._answer(shown, await handler(shown), settled, overrides)
+        response = self._checked(shown, await handler(shown))
+        for _ in range(self._asks_left(overrides)):
+            again = _asked_again(shown, response)
+            if again is None:
+                break
+            response = _after(response, self._checked(again, await handler(again)))
+        return self._answer(response, settled, overrides)
 
     def _shown(self, request: ModelRequest, tools: Any, settled: list[ToolMessage]) -> ModelRequest:
         """The request with the caller's visible tools, and the settled holds' outcomes in place
@@ -118,63 +132,34 @@ class TurnkitMiddleware(AgentMiddleware):
             return request.override(tools=shown)
         return request.override(tools=shown, messages=_in_place(request.messages, settled))
 
+    def _asks_left(self, overrides: dict[str, Any]) -> int:
+        """How often the model may be asked again in one step (its turn's ``max_rounds``)."""
+        return self.bound.both_settings(overrides)[1].max_rounds - 1
+
     def _answer(
-        self,
-        request: ModelRequest,
-        response: Any,
-        settled: list[ToolMessage],
-        overrides: dict[str, Any],
-    ) -> Any:
-        """The checked reply, with the settled holds' messages as the step's state update; the
-        overrides read for it are kept for its round (``round_settings.py``)."""
-        checked = self._checked(request, response)
-        replies = checked.result if isinstance(checked, ModelResponse) else [checked]
-        self._round.keep(replies, overrides)
-        if not settled:
-            return checked
-        if isinstance(checked, AIMessage):
-            checked = ModelResponse(result=[checked])
+        self, response: ModelResponse, settled: list[ToolMessage], overrides: dict[str, Any]
+    ) -> ModelResponse | ExtendedModelResponse:
+        """The checked reply, with the settled holds' messages and the answers to its calls that
+        cannot run as the step's state update; the overrides read for it are kept for its round
+        (``round_settings.py``)."""
+        self._round.keep(response.result, overrides)
+        messages = [*settled, *_unrunnable(response.result)]
+        if not messages:
+            return response
         return ExtendedModelResponse(
-            model_response=checked, command=Command(update={"messages": settled})
+            model_response=response, command=Command(update={"messages": messages})
         )
 
-    def _checked(self, request: ModelRequest, response: Any) -> Any:
+    def _checked(self, request: ModelRequest, response: Any) -> ModelResponse:
         if isinstance(response, AIMessage):
-            return checked_reply(response, request.messages, checkpoint_problem=checkpoint_problem)
-        if isinstance(response, ModelResponse):
-            response.result = [
-                checked_reply(m, request.messages, checkpoint_problem=checkpoint_problem)
-                if isinstance(m, AIMessage)
-                else m
-                for m in response.result
-            ]
-        return response
-
-    # -- calls that cannot run are answered ---------------------------------------------------
-
-    @hook_config(can_jump_to=["model"])
-    def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Answer the calls that cannot run; back to the model when no call can."""
-        ai = last_ai(state["messages"])
-        if ai is None or not ai.invalid_tool_calls:
-            return None
-        names = call_names(ai)
-        answers = [
-            tool_message(
-                bad.get("id") or "",
-                error_answer("invalid_input", unparsed(bad)),
-                name=names.get(bad.get("id") or ""),
-            )
-            for bad in ai.invalid_tool_calls
+            response = ModelResponse(result=[response])
+        response.result = [
+            checked_reply(m, request.messages, checkpoint_problem=checkpoint_problem)
+            if isinstance(m, AIMessage)
+            else m
+            for m in response.result
         ]
-        update: dict[str, Any] = {"messages": answers}
-        if not ai.tool_calls:
-            update["jump_to"] = "model"
-        return update
-
-    async def aafter_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of ``after_model`` (pure: nothing to wait for)."""
-        return self.after_model(state, runtime)
+        return response
 
     # -- registry tools run through the executor ----------------------------------------------
 
@@ -231,6 +216,44 @@ class TurnkitMiddleware(AgentMiddleware):
         return prepare(
             request.tool_call, request.state, thread, caller, listed, self.bound, others, made_by
         )
+
+
+def _unrunnable(replies: list[Any]) -> list[ToolMessage]:
+    """The answers to the calls of the reply (the last AI message of ``replies``) that cannot
+    run (unparseable arguments, or refused by ``checked_reply``), so the model can correct
+    itself."""
+    ai = next((m for m in reversed(replies) if isinstance(m, AIMessage)), None)
+    if ai is None or not ai.invalid_tool_calls:
+        return []
+    names = call_names(ai)
+    return [
+        tool_message(
+            bad.get("id") or "",
+            error_answer("invalid_input", unparsed(bad)),
+            name=names.get(bad.get("id") or ""),
+        )
+        for bad in ai.invalid_tool_calls
+    ]
+
+
+def _asked_again(shown: ModelRequest, response: ModelResponse) -> ModelRequest | None:
+    """``shown`` asking the model again, with the step's replies so far and their answers, when
+    the last reply made calls and none of them can run (where the run would otherwise end);
+    else None."""
+    ai = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
+    if ai is None or ai.tool_calls or not ai.invalid_tool_calls:
+        return None
+    messages: list[Any] = [*shown.messages, *response.result, *_unrunnable([ai])]
+    return shown.override(messages=messages)
+
+
+def _after(first: ModelResponse, then: ModelResponse) -> ModelResponse:
+    """One response for a step that asked the model twice: the first reply and its answers,
+    then the second reply (the step's last message, as ``create_agent`` routes on it)."""
+    return ModelResponse(
+        result=[*first.result, *_unrunnable(first.result), *then.result],
+        structured_response=then.structured_response,
+    )
 
 
 def _name(tool: Any) -> str | None:

@@ -7,6 +7,8 @@ transport security (``Host`` and ``Origin`` checked first: ``mcp_hosts``), its a
 a bearer backend that looks the key up in the ledger on **every request** (an unknown, revoked or
 expired key is 401 at once, in every process sharing the ledger, saying why: ``mcp_auth``), and
 its session manager in stateless JSON mode, so any process on the ledger answers any request.
+A small ``tools/call`` has its key looked up in the worker thread that runs the call instead,
+one thread hop for both, its 401 the same (``mcp_gate``).
 A failure outside what a tool answers reaches the client as a generic error with a logged id,
 never as its text (``mcp_errors``).
 
