@@ -337,8 +337,11 @@ def run_in(mode: str, agent, request, config, context) -> dict:
     return agent.get_state(config)
 
 
+@pytest.mark.parametrize("first", ["hitl", "turnkit"])
 @pytest.mark.parametrize("mode", ["invoke", "stream", "ainvoke", "astream"])
-def test_beside_hitl_for_the_agents_own_tools_unrunnable_calls_are_answered_once(executor, mode):
+def test_beside_hitl_for_the_agents_own_tools_unrunnable_calls_are_answered_once(
+    executor, mode, first
+):
     """Answered in the model's step, before HITL's ``after_model`` asks about the agent's own
     tool: a reply of unparseable calls only goes back to the model, and a reply mixing one with
     a call HITL holds is answered once, the held call run after the person's yes."""
@@ -357,10 +360,12 @@ def test_beside_hitl_for_the_agents_own_tools_unrunnable_calls_are_answered_once
     agent = create_agent(
         model,
         tools=[shout],
-        middleware=[HumanInTheLoopMiddleware({"shout": True}), TurnkitMiddleware(executor)],
+        middleware=[HumanInTheLoopMiddleware({"shout": True}), TurnkitMiddleware(executor)][
+            :: 1 if first == "hitl" else -1
+        ],
         checkpointer=InMemorySaver(),
     )
-    config = {"configurable": {"thread_id": f"beside-hitl-{mode}"}}
+    config = {"configurable": {"thread_id": f"beside-hitl-{mode}-{first}"}}
     paused = run_in(mode, agent, GO, config, BOB)
     assert [i.value["action_requests"][0]["name"] for i in paused.interrupts] == ["shout"]
     done = run_in(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config, BOB)
