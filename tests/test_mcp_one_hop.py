@@ -9,6 +9,7 @@ before the key is known, and when it is sent in chunks."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -157,3 +158,43 @@ def test_a_key_revoked_between_two_calls_is_refused_at_the_next(client, executor
     assert mcp_post(client, secret, "shop_list_products", {}).status_code == 200
     executor.ledger.keys.revoke(key.id, now=clock.now)
     assert_refused(mcp_post(client, secret, "shop_list_products", {}), "was revoked at")
+
+
+@pytest.mark.parametrize("where", ["the body", "the arguments"])
+def test_a_body_nested_past_the_parsers_depth_is_401_for_a_refused_key(
+    client, executor, clock, where
+) -> None:
+    nested = "[" * 5_000  # under DEFER_UP_TO, past what json.loads can nest
+    body = nested if where == "the body" else (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        f'"params":{{"name":"shop_list_products","arguments":{nested}}}}}'
+    )  # fmt: skip
+    _, usable = executor.ledger.keys.create("bob", READ, now=clock.now)
+    assert mcp_post(client, usable, "", None, content=body).status_code < 500
+    for secret, said in refused_secrets(executor, clock, READ).items():
+        assert_refused(mcp_post(client, secret, "", None, content=body), said)
+
+
+def test_a_database_failing_while_a_malformed_calls_key_is_looked_up_is_a_500_with_an_error_id(
+    client, executor, clock, monkeypatch, caplog, expect_errors
+) -> None:
+    """The SDK answers the malformed call without reaching it: the key is looked up as the
+    answer starts, and that lookup's failure is turnkit's 500, its id logged once."""
+    expect_errors("MCP request failed")
+    _, secret = executor.ledger.keys.create("bob", READ, now=clock.now)
+
+    def lookup(self: Any, secret: str) -> None:
+        raise RuntimeError("connection to postgresql://u:secret@db.internal/app refused")
+
+    monkeypatch.setattr(type(executor.ledger.keys), "by_secret", lookup)
+    monkeypatch.setattr(type(executor.ledger.keys), "with_settings", lookup)
+    caplog.set_level(logging.ERROR)
+    answer = mcp_post(client, secret, "shop_list_products", "not an object")
+
+    assert answer.status_code == 500
+    assert "secret" not in answer.text
+    error = answer.json()["error"]
+    logged = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in logged] == [
+        f"MCP request failed (error id {error['data']['error_id']})"
+    ]

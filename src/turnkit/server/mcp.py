@@ -195,8 +195,9 @@ def mcp_app(
     Mount the app at ``mcp_path`` and enter the lifespan in the host's own lifespan. A request
     is answered when its ``Host`` and ``Origin`` are allowed (``security``; default: loopback
     only, ``mcp_hosts.transport_security``) and it carries ``Authorization: Bearer tk_...`` of
-    a key in ``keys`` that is neither revoked nor expired, checked when it arrives; otherwise it
-    is answered 421/403 or 401, saying why.
+    a key in ``keys`` that is neither revoked nor expired, checked when it arrives (a small
+    ``tools/call``'s in the worker thread that runs the call: ``mcp_gate``); otherwise it is
+    answered 421/403 or 401, saying why.
 
     Examples:
         >>> from turnkit import Registry

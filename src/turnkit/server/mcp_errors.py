@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["FAILED", "Failsafe", "failure", "guarded"]
+__all__ = ["FAILED", "Failsafe", "failed", "failure", "guarded"]
 
 log = logging.getLogger("turnkit.server.mcp")
 
@@ -77,8 +77,15 @@ class Failsafe:
         except HTTPException:
             raise  # the host's own answer (BodyLimit's 413 for a body read in chunks)
         except Exception as exc:
-            error = failure(exc).error
+            answer = failed(exc)
             if started or scope["type"] != "http":
                 raise  # the answer is under way: the server ends the connection
-            body = {"jsonrpc": "2.0", "id": None, "error": error.model_dump(exclude_none=True)}
-            await JSONResponse(body, status_code=500)(scope, receive, send)
+            await answer(scope, receive, send)
+
+
+def failed(exc: BaseException) -> JSONResponse:
+    """The 500 answering a request the server failed: ``failure``'s generic JSON-RPC error (its
+    id logged with ``exc``)."""
+    error = failure(exc).error
+    body = {"jsonrpc": "2.0", "id": None, "error": error.model_dump(exclude_none=True)}
+    return JSONResponse(body, status_code=500)

@@ -15,6 +15,9 @@ looks it up in its own worker thread (``Executor.acall_as``). The promise is kep
 - Only a small body is read before its key is known (``DEFER_UP_TO``); a larger one, or a body
   sent in chunks without a length, takes the usual way: key first.
 - A lookup that fails (the database) is a 500 carrying the logged error id, as before.
+
+The price: a client with any bearer has its small body read and parsed before its key is known
+(before, a refused one was answered as soon as its key was looked up).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from turnkit.executor.calls import Resolved
 from turnkit.server.bearer import KeyFinder
 from turnkit.server.mcp_auth import unauthorized
+from turnkit.server.mcp_errors import failed
 from turnkit.server.mcp_tools import GET_CONFIRMATION
 
 __all__ = ["DEFER_UP_TO", "PENDING", "KeyGate", "PendingKey", "pending_key"]
@@ -58,7 +62,8 @@ class PendingKey:
         self.found: Resolved | str | None = None
         """The key's caller and rights, or why it is refused; None until looked up."""
         self.failed = False
-        """Whether the lookup raised (the database failed): the call answered the failure."""
+        """Whether the lookup raised (the database failed): whoever looked it up answers the
+        failure (the call, with its logged id; else the answer's start, with a 500)."""
 
     def __call__(self) -> Resolved | str:
         """Blocking: look the key up (once); its caller, or why it is refused."""
@@ -77,10 +82,12 @@ class PendingKey:
 
 
 def pending_key(request_scope: Scope | None) -> PendingKey | None:
-    """The ``PendingKey`` of the request being handled: from its scope, or (served in the
-    request's own task) the context."""
-    found = None if request_scope is None else request_scope.get(PENDING)
-    return found if isinstance(found, PendingKey) else _pending.get()
+    """The ``PendingKey`` of the request being handled: from its scope; without one (not
+    reached over HTTP), from the context of the request's own task."""
+    if request_scope is None:
+        return _pending.get()
+    found = request_scope.get(PENDING)
+    return found if isinstance(found, PendingKey) else None
 
 
 class KeyGate:
@@ -148,7 +155,7 @@ def _replaying(messages: list[Message], receive: Receive) -> Receive:
 def _is_tool_call(body: bytes) -> bool:
     try:
         message: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: the SDK refuses it
         return False
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return False
@@ -168,7 +175,12 @@ def _refusing(pending: PendingKey, scope: Scope, receive: Receive, send: Send) -
             if pending.failed:  # the call answered the generic error (its id logged): a 500
                 message = {**message, "status": 500}  # as when the key is looked up first
             elif pending.found is None:
-                await asyncio.to_thread(pending)
+                try:
+                    await asyncio.to_thread(pending)
+                except Exception as exc:  # answered here: the SDK would send its own text
+                    replaced = True
+                    await failed(exc)(scope, receive, send)
+                    return
             if pending.refused is not None:
                 replaced = True
                 log.info("MCP request refused: %s", pending.refused)
