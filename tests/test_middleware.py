@@ -9,7 +9,7 @@ import json
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware, ModelResponse
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -109,7 +109,7 @@ def test_arguments_nested_ten_thousand_deep_are_invalid_input_and_the_run_goes_o
     model = ScriptedModel([step, "Sorry."])
     done = agents.send(model, GO, BOB)
     assert done.messages[-1].content == "Sorry."
-    error = results(done.messages)["d"]["error"]
+    error = results(model.calls[1]["messages"])["d"]["error"]  # what the model was asked again with
     assert error["code"] == "invalid_input"
     assert "nests deeper than 64 levels" in error["message"]
     assert shop.reads == 0
@@ -139,9 +139,9 @@ def test_a_model_that_only_sends_unparseable_calls_is_asked_max_rounds_times_in_
     messages = agent.get_state(config).values["messages"]
     assert steps == ["model"]
     assert len(model.calls) == 3
-    assert [m.type for m in messages] == ["human", "ai", "tool", "ai", "tool", "ai", "tool"]
-    assert [m.tool_call_id for m in messages if m.type == "tool"] == ["j0", "j1", "j2"]
     assert [m.type for m in model.calls[2]["messages"]] == ["human", "ai", "tool", "ai", "tool"]
+    assert [m.type for m in messages] == ["human", "ai", "tool"]  # the last reply, answered
+    assert messages[2].tool_call_id == "j2"
 
 
 def test_a_held_write_interrupts_in_the_hitl_shape_and_an_approval_runs_it_once(agents, shop):
@@ -370,10 +370,40 @@ def test_beside_hitl_for_the_agents_own_tools_unrunnable_calls_are_answered_once
     assert [i.value["action_requests"][0]["name"] for i in paused.interrupts] == ["shout"]
     done = run_in(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config, BOB)
     answers = [(m.tool_call_id, m.content) for m in done.values["messages"] if m.type == "tool"]
-    assert [call_id for call_id, _ in answers] == ["broken", "broken", "loud"]
+    assert [call_id for call_id, _ in answers] == ["broken", "loud"]  # the attempt before: not kept
     assert "not valid JSON" in json.loads(answers[0][1])["error"]["message"]
-    assert answers[2][1] == "HI"
+    assert answers[1][1] == "HI"
+    assert [m.type for m in model.calls[1]["messages"]] == ["human", "ai", "tool"]
     assert done.values["messages"][-1].content == "Done."
+    model.assert_done()
+
+
+def test_a_middleware_around_it_that_reads_the_first_reply_gets_the_one_that_ran(executor):
+    """LangChain's examples read ``response.result[0]``: after the model was asked again in the
+    step, the response holds that last reply only."""
+
+    class FirstReplyOnly(AgentMiddleware):
+        def wrap_model_call(self, request, handler):
+            response = handler(request)
+            return ModelResponse(result=[response.result[0]])
+
+    @tool
+    def shout(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    broken = {"name": "shop_list_products", "args": "{", "id": "broken"}
+    loud = {"name": "shout", "args": {"text": "hi"}, "id": "loud"}
+    model = ScriptedModel([{"invalid_tool_calls": [broken]}, {"tool_calls": [loud]}, "Done."])
+    agent = create_agent(
+        model,
+        tools=[shout],
+        middleware=[FirstReplyOnly(), TurnkitMiddleware(executor)],
+        checkpointer=InMemorySaver(),
+    )
+    done = agent.invoke(GO, {"configurable": {"thread_id": "around"}}, context=BOB)
+    assert [m.type for m in done["messages"]] == ["human", "ai", "tool", "ai"]
+    assert done["messages"][2].content == "HI"
     model.assert_done()
 
 

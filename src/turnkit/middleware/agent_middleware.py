@@ -20,8 +20,13 @@ around every model call of every turn, whatever it finds (a turn of one read is 
 HITL's takes 5). Both reach the state through the model step's update
 (``ExtendedModelResponse``): the settled messages in place (same message ids), the answers after
 the reply. A reply none of whose calls can run is answered and the model asked again within the
-step (at most the turn's ``max_rounds`` times), where a hook would jump back to the model: a
-jump the graph does not take when another middleware's ``after_model`` runs after the step.
+step, shown that reply and the answers (the model is asked at most the turn's ``max_rounds``
+times in the step), where a hook would jump back to the model: a jump the graph does not take
+when another middleware's ``after_model`` runs after the step. Only the last reply reaches the
+state (with its answers, when none of its calls can run either): a middleware around this one
+sees one reply, as from any model call, and the attempts before it are kept as a retry
+middleware keeps them — not at all (``ModelCallLimitMiddleware``, counting in its
+``after_model``, counts such a step once).
 
 The caller travels in the runtime context (``context=TurnContext(caller=...)``, or any context
 with a ``caller``), passed again on every resume; without one the middleware's ``default_caller``
@@ -81,7 +86,8 @@ class TurnkitMiddleware(AgentMiddleware):
     ) -> None:
         """Govern with ``executor``; ``default_caller`` acts for runs without a caller in their
         context (none by default: such a run fails); ``settings`` overrides the executor's turn
-        limits (``agent_tool_result_chars``) as ``build_turn_graph``'s do."""
+        limits (``agent_tool_result_chars``; ``max_rounds``: the model calls of one step while
+        none of its replies' calls can run) as ``build_turn_graph``'s do."""
         super().__init__()
         self.bound = Bound(executor, None, default_caller, settings)
         self.tools = placeholders(executor.registry.tools)
@@ -92,18 +98,21 @@ class TurnkitMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Settle and ask about held writes; show the model only the tools the caller may use
-        now; check its reply, asking again (at most ``max_rounds``) while no call of it can run."""
+        now; check its reply, and ask again while none of its calls can run (the model is asked
+        at most the turn's ``max_rounds`` times in the step)."""
         settled = holds.settle(request.messages, request.runtime, self.bound)
         caller, allow = self.bound.caller(request.runtime)
         kept = None if settled else self._round.answered(request.messages)
         overrides, tools = self.bound.executor.tools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
         response = self._checked(shown, handler(shown))
+        tried: list[Any] = []  # the replies none of whose calls could run, with their answers
         for _ in range(self._asks_left(overrides)):
-            again = _asked_again(shown, response)
-            if again is None:
+            if not _stuck(response):
                 break
-            response = _after(response, self._checked(again, handler(again)))
+            tried += [*response.result, *_unrunnable(response.result)]
+            again = shown.override(messages=[*shown.messages, *tried])
+            response = self._checked(again, handler(again))
         return self._answer(response, settled, overrides)
 
     async def awrap_model_call(
@@ -116,11 +125,13 @@ class TurnkitMiddleware(AgentMiddleware):
         overrides, tools = await self.bound.executor.atools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
         response = self._checked(shown, await handler(shown))
+        tried: list[Any] = []  # the replies none of whose calls could run, with their answers
         for _ in range(self._asks_left(overrides)):
-            again = _asked_again(shown, response)
-            if again is None:
+            if not _stuck(response):
                 break
-            response = _after(response, self._checked(again, await handler(again)))
+            tried += [*response.result, *_unrunnable(response.result)]
+            again = shown.override(messages=[*shown.messages, *tried])
+            response = self._checked(again, await handler(again))
         return self._answer(response, settled, overrides)
 
     def _shown(self, request: ModelRequest, tools: Any, settled: list[ToolMessage]) -> ModelRequest:
@@ -133,7 +144,7 @@ class TurnkitMiddleware(AgentMiddleware):
         return request.override(tools=shown, messages=_in_place(request.messages, settled))
 
     def _asks_left(self, overrides: dict[str, Any]) -> int:
-        """How often the model may be asked again in one step (its turn's ``max_rounds``)."""
+        """How often the model may be asked again in one step (``max_rounds`` calls in all)."""
         return self.bound.both_settings(overrides)[1].max_rounds - 1
 
     def _answer(
@@ -236,24 +247,10 @@ def _unrunnable(replies: list[Any]) -> list[ToolMessage]:
     ]
 
 
-def _asked_again(shown: ModelRequest, response: ModelResponse) -> ModelRequest | None:
-    """``shown`` asking the model again, with the step's replies so far and their answers, when
-    the last reply made calls and none of them can run (where the run would otherwise end);
-    else None."""
+def _stuck(response: ModelResponse) -> bool:
+    """Whether the reply made calls and none of them can run (where the run would end)."""
     ai = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
-    if ai is None or ai.tool_calls or not ai.invalid_tool_calls:
-        return None
-    messages: list[Any] = [*shown.messages, *response.result, *_unrunnable([ai])]
-    return shown.override(messages=messages)
-
-
-def _after(first: ModelResponse, then: ModelResponse) -> ModelResponse:
-    """One response for a step that asked the model twice: the first reply and its answers,
-    then the second reply (the step's last message, as ``create_agent`` routes on it)."""
-    return ModelResponse(
-        result=[*first.result, *_unrunnable(first.result), *then.result],
-        structured_response=then.structured_response,
-    )
+    return ai is not None and not ai.tool_calls and bool(ai.invalid_tool_calls)
 
 
 def _name(tool: Any) -> str | None:
