@@ -106,12 +106,8 @@ class TurnkitMiddleware(AgentMiddleware):
         overrides, tools = self.bound.executor.tools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
         response = self._checked(shown, handler(shown))
-        tried: list[Any] = []  # the replies none of whose calls could run, with their answers
-        for _ in range(self._asks_left(overrides)):
-            if not _stuck(response):
-                break
-            tried += [*response.result, *_unrunnable(response.result)]
-            again = shown.override(messages=[*shown.messages, *tried])
+        asking = _AskingAgain(shown, self._asks_left(overrides))
+        while (again := asking.request(response)) is not None:
             response = self._checked(again, handler(again))
         return self._answer(response, settled, overrides)
 
@@ -125,12 +121,8 @@ class TurnkitMiddleware(AgentMiddleware):
         overrides, tools = await self.bound.executor.atools_now(caller, allow, kept)
         shown = self._shown(request, tools, settled)
         response = self._checked(shown, await handler(shown))
-        tried: list[Any] = []  # the replies none of whose calls could run, with their answers
-        for _ in range(self._asks_left(overrides)):
-            if not _stuck(response):
-                break
-            tried += [*response.result, *_unrunnable(response.result)]
-            again = shown.override(messages=[*shown.messages, *tried])
+        asking = _AskingAgain(shown, self._asks_left(overrides))
+        while (again := asking.request(response)) is not None:
             response = self._checked(again, await handler(again))
         return self._answer(response, settled, overrides)
 
@@ -247,10 +239,24 @@ def _unrunnable(replies: list[Any]) -> list[ToolMessage]:
     ]
 
 
-def _stuck(response: ModelResponse) -> bool:
-    """Whether the reply made calls and none of them can run (where the run would end)."""
-    ai = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
-    return ai is not None and not ai.tool_calls and bool(ai.invalid_tool_calls)
+class _AskingAgain:
+    """Within one model step: the request asking the model again while none of its reply's
+    calls can run (where the run would end), shown those replies and their answers, ``left``
+    times at most."""
+
+    def __init__(self, shown: ModelRequest, left: int) -> None:
+        self.shown = shown
+        self.left = left
+        self.tried: list[Any] = []  # the replies none of whose calls could run, answered
+
+    def request(self, response: ModelResponse) -> ModelRequest | None:
+        """The request to ask again after ``response``, or None: it stands."""
+        ai = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
+        if self.left <= 0 or ai is None or ai.tool_calls or not ai.invalid_tool_calls:
+            return None
+        self.left -= 1
+        self.tried += [*response.result, *_unrunnable(response.result)]
+        return self.shown.override(messages=[*self.shown.messages, *self.tried])
 
 
 def _name(tool: Any) -> str | None:
