@@ -23,7 +23,6 @@ The price: a client with any bearer has its small body read and parsed before it
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 from typing import Any
@@ -44,10 +43,6 @@ DEFER_UP_TO = 64 * 1024
 """The largest ``tools/call`` body (bytes) read before its key is known; larger: key first."""
 PENDING = "turnkit.pending_key"
 """The ASGI scope key holding the request's ``PendingKey``."""
-
-_pending: contextvars.ContextVar[PendingKey | None] = contextvars.ContextVar(
-    "turnkit_pending_key", default=None
-)
 
 
 class PendingKey:
@@ -82,11 +77,9 @@ class PendingKey:
 
 
 def pending_key(request_scope: Scope | None) -> PendingKey | None:
-    """The ``PendingKey`` of the request being handled: from its scope; without one (not
-    reached over HTTP), from the context of the request's own task."""
-    if request_scope is None:
-        return _pending.get()
-    found = request_scope.get(PENDING)
+    """The ``PendingKey`` of the request being handled, from its scope (the SDK hands every
+    handler the HTTP request on every protocol version); None without one."""
+    found = None if request_scope is None else request_scope.get(PENDING)
     return found if isinstance(found, PendingKey) else None
 
 
@@ -111,11 +104,7 @@ class KeyGate:
             return
         pending = PendingKey(secret, self.finder)
         scope[PENDING] = pending
-        token = _pending.set(pending)
-        try:
-            await self.endpoint(scope, replay, _refusing(pending, scope, replay, send))
-        finally:
-            _pending.reset(token)
+        await self.endpoint(scope, replay, _refusing(pending, scope, replay, send))
 
 
 def _bearer_of_small_post(scope: Scope) -> str | None:
