@@ -4,8 +4,7 @@
 Rows come in the order of ``at`` (when the call ended and was recorded), then ``id`` (the order two
 rows of the same instant were written): newest first unless asked otherwise. A page ends with a
 ``Cursor`` (``records.Cursor``: that pair, an opaque text at the doors) and the next page starts
-after it; the query seeks there through the key on ``(at, id)`` (a SQLite ledger's table is kept
-in that order, ``schema.SQLITE_AUDIT``; elsewhere ``schema.AUDIT_INDEX``), so reading
+after it; the query seeks there through the index on ``(at, id)`` (``schema.INDEXES``), so reading
 every page of a million rows costs as much as reading them once, and ``since``/``until`` are bounds
 of that same index. Read by ``turnkit audit`` and ``GET /v1/audit`` (docs/architecture.md §4).
 """

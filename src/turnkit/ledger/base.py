@@ -22,13 +22,7 @@ from turnkit.ledger.outbox import OutboxRows
 from turnkit.ledger.records import (
     IdempotencyRecord,
 )
-from turnkit.ledger.schema import (
-    AUDIT_INDEX,
-    INDEXES,
-    SQLITE_TABLES,
-    SQLITE_TRIGGERS,
-    column_additions,
-)
+from turnkit.ledger.schema import INDEXES, SQLITE_TRIGGERS, TABLES, column_additions
 from turnkit.ledger.sql import dump, load, text
 from turnkit.ledger.twins import async_twin
 
@@ -74,15 +68,11 @@ class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
         turnkit lacks (``schema.ADDED_COLUMNS``), the indexes and the outbox's triggers; safe to
         call again, from several processes (SQLite's; ``PostgresLedger`` does it in one locked
         transaction)."""
-        for statement in SQLITE_TABLES:
+        for statement in TABLES:
             self._run(statement)
         self._upgrade()
-        clustered = self._rows(  # a new ledger's audit (schema.SQLITE_AUDIT) needs no index
-            "SELECT 1 FROM sqlite_master WHERE name = 'turnkit_audit' AND sql LIKE '%WITHOUT ROWID'"
-        )
         for statement in (*INDEXES, *SQLITE_TRIGGERS):
-            if not (clustered and statement is AUDIT_INDEX):
-                self._run(statement)
+            self._run(statement)
 
     def _upgrade(self) -> None:
         """Add the columns of ``schema.ADDED_COLUMNS`` the tables lack."""

@@ -76,7 +76,7 @@ _TARGETS: dict[str, tuple[str, str, str]] = {
     ),
     "sessions": ("turnkit_key_sessions", "token_hash", "expires_at <= ?"),
     "usage": ("turnkit_rate_usage", "caller_identity, window_start", "window_start < ?"),
-    "audit": ("turnkit_audit", "at, id", "at < ?"),  # the key of SQLite's (schema.SQLITE_AUDIT)
+    "audit": ("turnkit_audit", "id", "at < ?"),
     "notifications": ("turnkit_outbox", "id", "state IN ('sent', 'dead') AND created_at < ?"),
     "approvals": (
         "turnkit_approvals",

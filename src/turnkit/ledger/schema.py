@@ -10,13 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-_AUDIT_COLUMNS = (
-    "at DOUBLE PRECISION NOT NULL, caller_identity TEXT NOT NULL, tool TEXT NOT NULL,"
-    " status TEXT NOT NULL, code TEXT, duration_ms DOUBLE PRECISION NOT NULL,"
-    " confirmation_id TEXT, detail TEXT, trace_id TEXT"
-)
-"""The audit's columns but ``id``, in both shapes of its table (``TABLES``, ``SQLITE_AUDIT``)."""
-
 TABLES = (
     """
     CREATE TABLE IF NOT EXISTS turnkit_confirmations (
@@ -118,7 +111,20 @@ TABLES = (
         expires_at DOUBLE PRECISION NOT NULL
     )
     """,
-    f"CREATE TABLE IF NOT EXISTS turnkit_audit (id TEXT PRIMARY KEY, {_AUDIT_COLUMNS})",
+    """
+    CREATE TABLE IF NOT EXISTS turnkit_audit (
+        id TEXT PRIMARY KEY,
+        at DOUBLE PRECISION NOT NULL,
+        caller_identity TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        code TEXT,
+        duration_ms DOUBLE PRECISION NOT NULL,
+        confirmation_id TEXT,
+        detail TEXT,
+        trace_id TEXT
+    )
+    """,
     """
     CREATE TABLE IF NOT EXISTS turnkit_notify_targets (
         id TEXT PRIMARY KEY,
@@ -149,23 +155,6 @@ TABLES = (
     """,
     "CREATE INDEX IF NOT EXISTS turnkit_outbox_due ON turnkit_outbox (state, next_at)",
 )
-
-SQLITE_AUDIT = (
-    f"CREATE TABLE IF NOT EXISTS turnkit_audit (id TEXT NOT NULL, {_AUDIT_COLUMNS},"
-    " PRIMARY KEY (at, id)) WITHOUT ROWID"
-)
-"""The audit's table in a new SQLite ledger: one B-tree, its rows kept in the order they are read
-in (``ledger/audit.py``), where ``TABLES``' shape keeps three (the rows, the ``id`` key, the
-index on ``(at, id)``). Every call writes a row, and on SQLite every write waits for the file's
-one lock: with three B-trees an insert took 60-70 µs here, with one 30-45 µs
-(``docs/performance.md``). ``id`` stays unique without its own key: it starts with the
-nanosecond it was made and ends with 48 random bits (``Ledger.audit``). A ledger made before
-keeps its table and its index (``AUDIT_INDEX``): both shapes answer the same queries."""
-
-SQLITE_TABLES = tuple(
-    SQLITE_AUDIT if "EXISTS turnkit_audit (" in table else table for table in TABLES
-)
-"""``TABLES`` as a SQLite ledger creates them (``SQLITE_AUDIT``)."""
 
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("turnkit_key_sessions", "last_seen", "DOUBLE PRECISION"),
@@ -229,15 +218,11 @@ CONFIRMATION_TYPES = (
 """The type of each of ``CONFIRMATION_COLUMNS`` (an insert from a ``SELECT`` names them: the
 values have no column to take their type from there)."""
 
-AUDIT_INDEX = "CREATE INDEX IF NOT EXISTS turnkit_audit_at_id ON turnkit_audit (at, id)"
-"""The audit's index, in the order its pages are read: needed by a table that has a rowid
-(PostgreSQL's, an older SQLite ledger's), not by ``SQLITE_AUDIT``, ordered so already."""
-
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS turnkit_confirmations_created"
     " ON turnkit_confirmations (created_at, id)",
     "CREATE INDEX IF NOT EXISTS turnkit_idempotency_created ON turnkit_idempotency (created_at)",
-    AUDIT_INDEX,
+    "CREATE INDEX IF NOT EXISTS turnkit_audit_at_id ON turnkit_audit (at, id)",
     "CREATE INDEX IF NOT EXISTS turnkit_rate_usage_window ON turnkit_rate_usage (window_start)",
 )
 """Indexes on columns that may have been added by ``ADDED_COLUMNS``, or that pruning and paging
