@@ -5,9 +5,11 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
+import pytest
+
 import _workers
 from _shop import prices
-from turnkit import Caller, Executor, Registry
+from turnkit import Caller, Executor, Registry, Settings
 
 
 def test_same_key_and_input_replays_without_running_again(executor, key, shop):
@@ -203,4 +205,46 @@ def test_replay_survives_a_brand_new_executor_on_the_same_database(ledger_url, r
     for ledger in ledgers:
         ledger.close()
     assert again == {**answer, "replayed": True}
+    assert len(shop.writes()) == 1
+
+
+class _Died(BaseException):
+    """The process dying at one statement (a ``BaseException``, as a ``SystemExit`` is)."""
+
+
+@pytest.mark.parametrize("dies_at", ["audit", "store_idempotency"])
+def test_a_process_dying_between_a_writes_audit_row_and_its_stored_answer_never_hides_the_write(
+    ledger, shop, rights, clock, key, monkeypatch, dies_at
+):
+    """The audit row of a write is written before the answer its key keeps. A process dying at
+    either statement leaves the write audited with its key still running, or unaudited with its
+    key still running: a repeat then answers ``outcome_unknown`` ("check the data"), never a
+    replay of a write the audit never saw; the handler never runs twice."""
+    control = {"idempotency_key": "order-1"}
+    dying = Executor(Registry([shop]), ledger=ledger, permissions=rights,
+                     settings=Settings(handler_timeout=2.0), clock=clock)  # fmt: skip
+    real = getattr(type(ledger), dies_at)
+
+    def dies(self, *args, **kwargs):
+        if self is ledger:
+            raise _Died
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(ledger), dies_at, dies)
+    with pytest.raises(_Died):
+        dying.execute(key, "shop.set_prices", prices(), control)
+    monkeypatch.undo()
+    assert len(shop.writes()) == 1  # the write ran before the process died
+
+    clock.now += 60  # the dead call is stale
+    fresh = Executor(Registry([shop]), ledger=ledger, permissions=rights,
+                     settings=Settings(handler_timeout=2.0), clock=clock)  # fmt: skip
+    try:
+        again = fresh.execute(key, "shop.set_prices", prices(), control)
+    finally:
+        fresh.close()
+        dying.close()
+    ok_rows = [row for row in ledger.audit_rows() if row["status"] == "ok"]
+    assert again["error"]["code"] == "outcome_unknown", again
+    assert len(ok_rows) == (1 if dies_at == "store_idempotency" else 0)
     assert len(shop.writes()) == 1

@@ -52,6 +52,11 @@ class Call:
     """The call's ``execute_tool`` span while it runs (``tracing``)."""
     cost: int | None = None
     """The rate-limit units charged or reserved, once known."""
+    outcome: tuple[str, str, str, dict[str, Any]] | None = None
+    """The answer a write's idempotency key is to keep (caller identity, tool, key, answer),
+    stored only after the call's audit row is written (``pipeline.execute_steps``): a process
+    dying between the two leaves the row and a key still running (its repeats answer
+    ``in_progress``, then ``outcome_unknown``), never a replayed write without its row."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,10 @@ def settings_now(env: Environment) -> Steps[Settings]:
 
 
 def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
-    """Run the pipeline for ``call`` and write its audit row."""
+    """Run the pipeline for ``call`` and write its audit row, then the answer its idempotency
+    key keeps (``Call.outcome``): in that order, so a process dying between them leaves the
+    row of a write that ran and its key still running (repeats answer ``outcome_unknown``), not
+    a key that replays a write the audit never saw."""
     started = time.perf_counter()
     span = call.span = tracing.call_started(call)
     try:
@@ -91,6 +94,8 @@ def execute_steps(env: Environment, call: Call) -> Steps[Answer]:
     }
     tracing.call_ended(call, answer, span, row)  # sets row["trace_id"]
     yield on_ledger(Ledger.audit, **row)
+    if call.outcome is not None:  # only now: a write replayed from its key has its audit row
+        yield on_ledger(Ledger.store_idempotency, *call.outcome)
     return answer
 
 
@@ -150,14 +155,8 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         spans.link_hold(call.span, approved.trace_context)  # held → decided → ran
         outcome = yield from _hold_charge_run(env, call, checked, approved)
         if approved.idempotency_key is not None and not outcome.ran_nothing:
-            answer = outcome.to_json()  # as the ledger stores it
-            yield on_ledger(
-                Ledger.store_idempotency,
-                caller.identity,
-                tool.name,
-                approved.idempotency_key,
-                answer,
-            )
+            key_of_hold = (caller.identity, tool.name, approved.idempotency_key)
+            call.outcome = (*key_of_hold, outcome.to_json())  # stored after the audit row
         return outcome
 
     # 5. idempotency: a repeat replays, a different input conflicts
@@ -189,9 +188,8 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
     if key is not None:
         if outcome.ran_nothing:  # nothing was held or run: a retry may go ahead
             yield on_ledger(Ledger.release_idempotency, caller.identity, tool.name, key)
-        else:
-            answer = outcome.to_json()  # as the ledger stores it
-            yield on_ledger(Ledger.store_idempotency, caller.identity, tool.name, key, answer)
+        else:  # stored after the audit row (Call.outcome)
+            call.outcome = (caller.identity, tool.name, key, outcome.to_json())
     return outcome
 
 
