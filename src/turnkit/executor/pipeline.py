@@ -155,8 +155,8 @@ def _pipeline(env: Environment, call: Call) -> Steps[Answer]:
         spans.link_hold(call.span, approved.trace_context)  # held → decided → ran
         outcome = yield from _hold_charge_run(env, call, checked, approved)
         if approved.idempotency_key is not None and not outcome.ran_nothing:
-            key_of_hold = (caller.identity, tool.name, approved.idempotency_key)
-            call.outcome = (*key_of_hold, outcome.to_json())  # stored after the audit row
+            held_key = approved.idempotency_key  # stored after the audit row (Call.outcome)
+            call.outcome = (caller.identity, tool.name, held_key, outcome.to_json())
         return outcome
 
     # 5. idempotency: a repeat replays, a different input conflicts
