@@ -7,9 +7,9 @@ is sync; its ``a``-prefixed twin runs it in a worker thread so async code never 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -22,7 +22,7 @@ from turnkit.ledger.outbox import OutboxRows
 from turnkit.ledger.records import (
     IdempotencyRecord,
 )
-from turnkit.ledger.schema import INDEXES, SQLITE_TRIGGERS, TABLES, column_additions
+from turnkit.ledger.schema import INDEXES, SQLITE_TABLES, SQLITE_TRIGGERS, column_additions
 from turnkit.ledger.sql import dump, load, text
 from turnkit.ledger.twins import async_twin
 
@@ -50,6 +50,9 @@ class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
     blocking = True
     """Whether a statement may wait on a disk or a server: async code then runs it in a worker
     thread (``MemoryLedger``'s run on the event loop)."""
+    _audit_row = "rowid"
+    """What names one audit row for pruning (``retention.py``): SQLite's rowid, which every
+    shape of its table has (a new one has no key on ``id``, ``schema.SQLITE_AUDIT``)."""
 
     @abstractmethod
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -68,7 +71,7 @@ class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
         turnkit lacks (``schema.ADDED_COLUMNS``), the indexes and the outbox's triggers; safe to
         call again, from several processes (SQLite's; ``PostgresLedger`` does it in one locked
         transaction)."""
-        for statement in TABLES:
+        for statement in SQLITE_TABLES:
             self._run(statement)
         self._upgrade()
         for statement in (*INDEXES, *SQLITE_TRIGGERS):
@@ -281,7 +284,7 @@ class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
         of the call's span (32 hex digits) when one was recorded."""
         self._append_audit(
             (
-                f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",  # sorts in insertion order
+                f"{time.time_ns():020d}-{os.urandom(6).hex()}",  # sorts in insertion order
                 at, text(caller), text(tool, 200), status, code, duration_ms, confirmation_id,
                 text(detail), trace_id,
             )

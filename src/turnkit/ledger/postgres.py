@@ -50,6 +50,7 @@ class PostgresLedger(Ledger):
     """
 
     _claim_lock = " FOR UPDATE SKIP LOCKED"
+    _audit_row = "id"  # its key (schema.TABLES)
 
     def __init__(
         self, url: str, *, max_connections: int = 8, prepare_threshold: int | None = 5

@@ -76,7 +76,7 @@ _TARGETS: dict[str, tuple[str, str, str]] = {
     ),
     "sessions": ("turnkit_key_sessions", "token_hash", "expires_at <= ?"),
     "usage": ("turnkit_rate_usage", "caller_identity, window_start", "window_start < ?"),
-    "audit": ("turnkit_audit", "id", "at < ?"),
+    "audit": ("turnkit_audit", "", "at < ?"),  # the ledger's own (``Ledger._audit_row``)
     "notifications": ("turnkit_outbox", "id", "state IN ('sent', 'dead') AND created_at < ?"),
     "approvals": (
         "turnkit_approvals",
@@ -135,6 +135,7 @@ def _count(ledger: Ledger, kind: str, cutoff: tuple[Any, ...]) -> int:
 
 def _delete(ledger: Ledger, kind: str, cutoff: tuple[Any, ...]) -> int:
     table, key, condition = _TARGETS[kind]
+    key = key or ledger._audit_row
     chosen = f"({key})" if "," in key else key
     statement = (
         f"DELETE FROM {table} WHERE {chosen} IN"
