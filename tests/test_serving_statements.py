@@ -143,6 +143,25 @@ def test_with_settings_reads_a_key_and_the_overrides_together(ledger, clock) -> 
     assert revoked.refused(clock.now) is not None
 
 
+def test_with_settings_parses_a_key_and_the_overrides_again_only_when_they_change(
+    ledger, clock
+) -> None:
+    ledger.set_setting("confirm_batch_over", 7)
+    key, secret = ledger.keys.create("bob", READ, now=clock.now)
+    ledger.keys.with_settings(secret, now=clock.now)  # its first use is written: a new row
+    used, overrides = ledger.keys.with_settings(secret, now=clock.now)
+    overrides["confirm_batch_over"] = 99  # the caller's own copy
+    again, overrides = ledger.keys.with_settings(secret, now=clock.now)
+    assert again is used  # the same row: parsed once
+    assert overrides == {"confirm_batch_over": 7}
+    ledger.set_setting("confirm_batch_over", 8)
+    assert ledger.keys.with_settings(secret, now=clock.now)[1] == {"confirm_batch_over": 8}
+    ledger.keys.revoke(key.id, now=clock.now)
+    revoked, _ = ledger.keys.with_settings(secret, now=clock.now)
+    assert revoked is not None
+    assert revoked.refused(clock.now) is not None
+
+
 def test_the_openapi_document_still_shows_invokes_bearer_and_header(executor) -> None:
     operation = create_app(executor).openapi()["paths"]["/v1/tools/{name}/invoke"]["post"]
     assert operation["security"] == [{"ApiKey": []}]

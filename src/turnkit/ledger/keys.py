@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from turnkit.errors import CallerError
 from turnkit.ledger.records import iso
 from turnkit.ledger.sql import Statements, load
+from turnkit.registry._memo import remember
 from turnkit.registry.caller import Caller
 from turnkit.registry.tool_checks import SCOPE
 
@@ -212,13 +213,18 @@ class ApiKeys:
     ) -> tuple[ApiKey | None, dict[str, Any]]:
         """``(by_secret(secret), the operator's setting overrides)`` read in one statement: what
         a request starts with (one round trip to the database, not two). The settings are the
-        ledger's whose tables hold the keys."""
+        ledger's whose tables hold the keys: a dict of the caller's own, whose values (parsed
+        once per stored text) are shared with other calls: read them, do not change them."""
         if not looks_like_key(secret):
             return None, {}
         rows = self.ledger._rows(_KEY_AND_SETTINGS, (_digest(secret),))
         found = next((row[1:] for row in rows if row[0] == "key"), None)
-        settings = {str(row[1]): load(row[2]) for row in rows if row[0] == "setting"}
-        return self._found(found, now, touch=True), settings
+        stored = tuple((row[1], row[2]) for row in rows if row[0] == "setting")
+        settings = _SETTINGS.get(stored)
+        if settings is None:
+            settings = {str(name): load(value) for name, value in stored}
+            remember(_SETTINGS, stored, settings, limit=64)
+        return self._found(found, now, touch=True), dict(settings)
 
     def _found(
         self, row: tuple[object, ...] | None, now: float | None, touch: bool
@@ -226,7 +232,7 @@ class ApiKeys:
         """The key in ``row``, its use recorded (see ``by_secret``)."""
         if row is None:
             return None
-        key = _key(row)
+        key = _KEYS.get(row) or remember(_KEYS, row, _key(row), limit=1024)
         now = time.time() if now is None else now
         stale = key.last_used_at is None or now - key.last_used_at >= KEY_TOUCH
         if touch and stale and key.refused(now) is None:
@@ -321,6 +327,13 @@ class ApiKeys:
     async def aby_secret(self, secret: str) -> ApiKey | None:
         """Async twin of ``by_secret``: runs it in a worker thread."""
         return await asyncio.to_thread(self.by_secret, secret)
+
+
+_KEYS: dict[tuple[object, ...], ApiKey] = {}
+"""Keys already parsed, by their row as read (a changed row, a revocation, is parsed anew): a
+request then costs its statement, not the key's JSON again (~5 µs a call here)."""
+_SETTINGS: dict[tuple[tuple[object, object], ...], dict[str, Any]] = {}
+"""The operator's overrides already parsed, by their stored text (handed out as copies)."""
 
 
 def _key(row: tuple[object, ...]) -> ApiKey:
