@@ -22,6 +22,7 @@ import os
 import pstats
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -90,6 +91,54 @@ def caller(app: Any, path: str, body: bytes, bearer: str | None, mcp: bool = Fal
     return call
 
 
+STATEMENTS = (  # how a statement is named in the timings: the first of these its text holds
+    ("FROM turnkit_api_keys", "the key (and settings)"),
+    ("floor_keys", "the key (and settings)"),
+    ("_usage", "the rate-limit charge"),
+    ("_audit", "the audit row"),
+)
+
+
+def statement_name(sql: str) -> str:
+    """What ``sql`` does, as the timings name it (its first words when none of ``STATEMENTS``)."""
+    return next((name for part, name in STATEMENTS if part in sql), " ".join(sql.split()[:3]))
+
+
+class Timings:
+    """The time each statement takes as a call runs it, by ``statement_name``, summed: the
+    ledger's ``_rows``/``_run`` for turnkit, the floor's ``one``/``run`` (both shapes)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timing(self, *owners: tuple[Any, tuple[str, ...]]) -> Iterator[None]:
+        with ExitStack() as undo:
+            for owner, names in owners:
+                for name in names:
+                    undo.enter_context(self._patched(owner, name))
+            yield
+
+    @contextmanager
+    def _patched(self, owner: Any, name: str) -> Iterator[None]:
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            sql = next(arg for arg in args if isinstance(arg, str))
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                named = statement_name(sql)
+                self.seconds[named] = self.seconds.get(named, 0.0) + time.perf_counter() - started
+
+        setattr(owner, name, timed)
+        try:
+            yield
+        finally:
+            setattr(owner, name, original)
+
+
 class Counts:
     """Statements (the ledger's ``_rows`` and ``_run``) and hops to worker threads (every
     ``ThreadPoolExecutor.submit``: the SDK's own hops go through anyio's threads, not counted)."""
@@ -142,8 +191,10 @@ async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: 
                 _common.row("profile", f"{door}: turnkit's thread hops a call", counts.hops / 10,
                             "hops"),
             ]  # fmt: skip
+        floor_rest = caller(floor, path, rest_body, floor_secret)
+        rows += await statement_times(rest, ledger, floor_rest)
         seconds = await served.ainterleaved({
-            "rest": rest, "floor": caller(floor, path, rest_body, floor_secret),
+            "rest": rest, "floor": floor_rest,
             "mcp": mcp, "peer": caller(peer, "/mcp", mcp_body, None, mcp=True),
         }, BATCH, ROUNDS, BATCH)  # fmt: skip
         times = {name: value * 1e6 for name, value in seconds.items()}
@@ -164,6 +215,35 @@ async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: 
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
             print(text.getvalue(), file=sys.stderr)
+    return rows
+
+
+async def statement_times(rest: Callable, ledger: Any, floor: Callable) -> list[dict[str, Any]]:
+    """The µs each statement of a REST invoke takes, turnkit's and the floor's, timed around the
+    driver's call as the call runs it (on SQLite these hold the file's write lock; on PostgreSQL
+    each is a round trip), alternating batches of each."""
+    ours, theirs = Timings(), Timings()
+    calls = 0
+    for _ in range(ROUNDS):
+        with ours.timing((ledger, ("_rows", "_run"))):
+            for _ in range(BATCH):
+                await rest()
+        with theirs.timing((_floor.Sqlite, ("one", "run")), (_floor.Postgres, ("one", "run"))):
+            for _ in range(BATCH):
+                await floor()
+        calls += BATCH
+    rows = []
+    for name in dict.fromkeys([*ours.seconds, *theirs.seconds]):
+        mine, floors = ours.seconds.get(name, 0.0), theirs.seconds.get(name, 0.0)
+        rows.append(_common.row(
+            "profile", f"REST invoke: {name}, as served: turnkit (÷ floor)",
+            mine / calls * 1e6, "µs", ratio=mine / floors if floors else None,
+        ))  # fmt: skip
+    mine, floors = sum(ours.seconds.values()), sum(theirs.seconds.values())
+    rows.append(_common.row("profile", "REST invoke: every statement of a call: turnkit (÷ floor)",
+                            mine / calls * 1e6, "µs", ratio=mine / floors))  # fmt: skip
+    rows.append(_common.row("profile", "REST invoke: every statement of a call: floor",
+                            floors / calls * 1e6, "µs"))  # fmt: skip
     return rows
 
 
