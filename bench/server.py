@@ -63,7 +63,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from bench import _floor
-from bench._cpu import CpuSplit, workers_of
+from bench._cpu import CpuSplit, Split, workers_of
 from turnkit import open_ledger
 from turnkit.cli.load import Connection, Target, arun_load, rest_invoke
 
@@ -484,6 +484,7 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
     floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
     seconds = QUICK_LOAD_SECONDS if quick else LOAD_SECONDS
     rates: dict[tuple[str, int], float] = {}
+    splits: dict[tuple[str, int], Split] = {}
     rows = []
     for workers in (1, 3):
         for name, command, env, headers in (
@@ -497,7 +498,7 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
                 with CpuSplit(pids[0]) as split:
                     rates[name, workers], _ = asyncio.run(loaded(url, headers, seconds))
             if split.found is not None:
-                used, rate = split.found, rates[name, workers]
+                used, rate = splits[name, workers] = split.found, rates[name, workers]
                 rows.append(_common.row(
                     SCENARIO, f"{group}: {name} --workers {workers}: CPU busy (server"
                     f" {used.server:.2f}, PostgreSQL {used.postgres:.2f}, load {used.load:.2f}"
@@ -516,7 +517,24 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
         _common.row(SCENARIO, f"{group}: floor, uvicorn --workers 3 (÷ 1 worker)",
                     rates["floor", 3], "req/s", ratio=rates["floor", 3] / rates["floor", 1]),
         *rows,
+        *(ceiling(group, name, rates, splits) for name in ("turnkit", "floor")
+          if (name, 1) in splits and (name, 3) in splits),
     ]  # fmt: skip
+
+
+def ceiling(group: str, name: str, rates: dict[tuple[str, int], float],
+            splits: dict[tuple[str, int], Split]) -> dict[str, Any]:  # fmt: skip
+    """The most ``--workers 3`` ÷ 1 can be on this machine at the CPU a request took: one worker
+    serves at most one core's worth (its CPU a request, the server's alone), three at most every
+    core's (the machine's CPU a request: server, PostgreSQL, load generator). Below 2 when the
+    database and the load take, per request, more than one worker wastes next to three."""
+    one, three = splits[name, 1], splits[name, 3]
+    per_request_one = one.server / rates[name, 1]
+    per_request_three = three.machine / rates[name, 3]
+    return _common.row(
+        SCENARIO, f"{group}: {name} --workers 3 ÷ 1 with every core busy (the most"
+        f" {three.cores} cores allow: one worker's server CPU a request ÷ the machine's at three)",
+        three.cores * per_request_one / per_request_three, "x")  # fmt: skip
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

@@ -95,3 +95,20 @@ def test_the_mcp_floor_checks_the_key_charges_and_audits(ledger_url, monkeypatch
     finally:
         if isinstance(store, _floor.Postgres):
             store.pool.close()
+
+
+def test_the_workers_ceiling_is_one_workers_cpu_a_request_over_the_machines_at_three():
+    """``bench/server.py``'s ceiling row: with 2 cores, a worker that spends 1.58 ms of its
+    process's CPU a request (0.97 cores at 615 req/s) and a machine that spends 1.62 ms a
+    request at three workers (1.97 cores at 1,219 req/s) can scale 1.95x at most."""
+    from bench import server
+    from bench._cpu import Split
+
+    def busy(machine: float, server_cores: float) -> Split:
+        return Split(machine=machine, cores=2, server=server_cores, postgres=0.45, load=0.09)
+
+    rates = {("turnkit", 1): 615.0, ("turnkit", 3): 1219.0}
+    splits = {("turnkit", 1): busy(1.32, 0.97), ("turnkit", 3): busy(1.97, 1.39)}
+    row = server.ceiling("postgres", "turnkit", rates, splits)
+    assert row["value"] == pytest.approx(1.95, abs=0.01)
+    assert row["unit"] == "x"
