@@ -498,7 +498,8 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
                 with CpuSplit(pids[0]) as split:
                     rates[name, workers], _ = asyncio.run(loaded(url, headers, seconds))
             if split.found is not None:
-                used, rate = splits[name, workers] = split.found, rates[name, workers]
+                used = splits[name, workers] = split.found
+                rate = rates[name, workers]
                 rows.append(_common.row(
                     SCENARIO, f"{group}: {name} --workers {workers}: CPU busy (server"
                     f" {used.server:.2f}, PostgreSQL {used.postgres:.2f}, load {used.load:.2f}"
