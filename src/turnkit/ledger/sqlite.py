@@ -96,12 +96,18 @@ class SqliteLedger(Ledger):
         return conn
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._statement() as conn:
+        conn = self._begin()
+        try:
             return conn.execute(sql, tuple(params)).rowcount
+        finally:
+            self._end(conn)
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._statement() as conn:
+        conn = self._begin()  # as ``_statement``, without a generator: every call runs three
+        try:
             return conn.execute(sql, tuple(params)).fetchall()
+        finally:
+            self._end(conn)
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection: the one it was given, else an idle one, else a new one."""
@@ -126,17 +132,26 @@ class SqliteLedger(Ledger):
         """This thread's connection for one statement. ``close`` from another thread meanwhile
         (an executor closed while a cancelled call still writes its audit row) leaves it to
         this statement's end: closing a connection under a running statement crashes sqlite3."""
-        conn = self._connection()
-        with self._lock:
-            self._using.add(conn)
+        conn = self._begin()
         try:
             yield conn
         finally:
-            with self._lock:
-                self._using.discard(conn)
-                if conn in self._doomed:
-                    self._doomed.discard(conn)
-                    conn.close()
+            self._end(conn)
+
+    def _begin(self) -> sqlite3.Connection:
+        """This thread's connection, marked as running a statement (``_statement``)."""
+        conn = self._connection()
+        with self._lock:
+            self._using.add(conn)
+        return conn
+
+    def _end(self, conn: sqlite3.Connection) -> None:
+        """``conn``'s statement ended: closed now if ``close`` was called meanwhile."""
+        with self._lock:
+            self._using.discard(conn)
+            if conn in self._doomed:
+                self._doomed.discard(conn)
+                conn.close()
 
     def _upgrade(self) -> None:
         """Add the columns an older ledger lacks in one immediate transaction: of processes
