@@ -525,16 +525,18 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
 
 def ceiling(group: str, name: str, rates: dict[tuple[str, int], float],
             splits: dict[tuple[str, int], Split]) -> dict[str, Any]:  # fmt: skip
-    """The most ``--workers 3`` ÷ 1 can be on this machine at the CPU a request took: one worker
-    serves at most one core's worth (its CPU a request, the server's alone), three at most every
-    core's (the machine's CPU a request: server, PostgreSQL, load generator). Below 2 when the
-    database and the load take, per request, more than one worker wastes next to three."""
+    """``--workers 3`` ÷ 1 as it would be with one worker's process filling one core and three
+    filling the machine: the cores times one worker's own CPU a request, over the machine's CPU a
+    request at three (workers, PostgreSQL, the load generator). Not a bound independent of the
+    ratio (with both runs saturated it equals it): it names the condition. Reaching 2x on two
+    cores needs one worker to spend, of its own process, at least what the whole machine spends a
+    request at three; a worker that wastes less CPU alone scales less by this measure."""
     one, three = splits[name, 1], splits[name, 3]
     per_request_one = one.server / rates[name, 1]
     per_request_three = three.machine / rates[name, 3]
     return _common.row(
-        SCENARIO, f"{group}: {name} --workers 3 ÷ 1 with every core busy (the most"
-        f" {three.cores} cores allow: one worker's server CPU a request ÷ the machine's at three)",
+        SCENARIO, f"{group}: {name} --workers 3 ÷ 1 if one worker filled a core and three the"
+        f" {three.cores} cores (cores x one worker's CPU a request ÷ the machine's at three)",
         three.cores * per_request_one / per_request_three, "x")  # fmt: skip
 
 

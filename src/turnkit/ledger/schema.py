@@ -155,10 +155,11 @@ SQLITE_AUDIT = f"CREATE TABLE IF NOT EXISTS turnkit_audit (id TEXT NOT NULL, {_A
 by (``INDEXES``), two B-trees where ``TABLES``' shape keeps three (the rows, the ``id`` key, that
 index). Every call writes a row, and on SQLite every write waits for the file's one lock:
 ``Ledger.audit`` took ~68 µs with three B-trees here, ~52 µs with two (``docs/performance.md``).
-``id`` stays unique without its own key (it starts with the nanosecond it was made and ends with
-48 random bits, ``Ledger.audit``), and nothing looks a row up by it: pages seek to ``(at, id)``,
-pruning deletes by rowid (``retention.py``). A ledger made before keeps its table; PostgreSQL's
-keeps the key (logical replication needs one to publish the pruning's deletes)."""
+``id`` stays practically unique without its own key (it starts with the nanosecond it was
+made and ends with 48 random bits, ``Ledger.audit``), and nothing looks a row up by it: pages
+seek to ``(at, id)``, pruning deletes by rowid (``retention.py``). A ledger made before keeps its
+table; PostgreSQL's keeps the key (logical replication needs one to publish the pruning's
+deletes)."""
 
 SQLITE_TABLES = tuple(
     SQLITE_AUDIT if "EXISTS turnkit_audit (" in table else table for table in TABLES
