@@ -15,7 +15,11 @@ _AUDIT_COLUMNS = (
     " status TEXT NOT NULL, code TEXT, duration_ms DOUBLE PRECISION NOT NULL,"
     " confirmation_id TEXT, detail TEXT, trace_id TEXT"
 )
-"""The audit's columns but ``id``, in both shapes of its table (``TABLES``, ``SQLITE_AUDIT``)."""
+"""The audit's columns but ``id``, in both its tables (``AUDIT_TABLE``, ``SQLITE_AUDIT``)."""
+
+AUDIT_TABLE = f"CREATE TABLE IF NOT EXISTS turnkit_audit (id TEXT PRIMARY KEY, {_AUDIT_COLUMNS})"
+"""The audit's table with its ``id`` key: PostgreSQL's, and a SQLite ledger's made before
+``SQLITE_AUDIT``."""
 
 TABLES = (
     """
@@ -118,7 +122,7 @@ TABLES = (
         expires_at DOUBLE PRECISION NOT NULL
     )
     """,
-    f"CREATE TABLE IF NOT EXISTS turnkit_audit (id TEXT PRIMARY KEY, {_AUDIT_COLUMNS})",
+    AUDIT_TABLE,
     """
     CREATE TABLE IF NOT EXISTS turnkit_notify_targets (
         id TEXT PRIMARY KEY,
@@ -161,9 +165,7 @@ seek to ``(at, id)``, pruning deletes by rowid (``retention.py``). A ledger made
 table; PostgreSQL's keeps the key (logical replication needs one to publish the pruning's
 deletes)."""
 
-SQLITE_TABLES = tuple(
-    SQLITE_AUDIT if "EXISTS turnkit_audit (" in table else table for table in TABLES
-)
+SQLITE_TABLES = tuple(SQLITE_AUDIT if table is AUDIT_TABLE else table for table in TABLES)
 """``TABLES`` as a SQLite ledger (and ``MemoryLedger``) creates them (``SQLITE_AUDIT``)."""
 
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
