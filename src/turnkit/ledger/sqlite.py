@@ -117,7 +117,7 @@ class SqliteLedger(Ledger):
 
         Not the base's ``RETURNING``: SQLite commits such a statement only once its rows are
         read, and reading them takes the GIL back first, so the file's write lock was held
-        across a GIL wait (up to a switch interval, 5 ms) while every other writer of the file
+        across a GIL wait (a switch interval, 5 ms, or more) while every other writer of the file
         slept in SQLite's busy handler (1 ms, then 2, 5, 10...). Under 50 clients on three
         workers that left the machine idle at ~1,500 requests/s; this way ~2,200-2,600
         (``docs/performance.md``). The room is checked inside the same statement: SQLite
