@@ -152,7 +152,7 @@ class BenchModule:
 
 
 def turnkit_executor(ledger: Any = None) -> Executor:
-    """An executor over the ``bench`` module; its own temporary SQLite ledger unless given one."""
+    """An executor over the ``bench`` module; its own ``MemoryLedger`` unless given a ledger."""
     return Executor(Registry([BenchModule()]), ledger=ledger, settings=SETTINGS)
 
 
