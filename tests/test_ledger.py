@@ -12,6 +12,7 @@ import pytest
 
 import _workers
 from _shop import prices
+from _write_lock import probing
 from turnkit import Caller, Executor, Registry, Settings, SqliteLedger, Tool, open_ledger
 
 
@@ -399,34 +400,14 @@ def test_a_sqlite_charge_leaves_the_write_lock_before_it_returns(tmp_path, monke
     until the rows were read, across the wait for the GIL, while every other writer of the file
     slept in its busy handler: a 1.5x slower server at three workers, measured.)"""
     path = str(tmp_path / "ledger.sqlite")
-    connect = sqlite3.connect
-    probe = connect(path, isolation_level=None, timeout=0)
-    found: list[str] = []
-
-    def lock_state() -> str:
+    with probing(path, monkeypatch, ("INSERT INTO turnkit_rate_usage",)) as found:
+        ledger = SqliteLedger(path)
         try:
-            probe.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as busy:
-            return str(busy)
-        probe.execute("ROLLBACK")
-        return "free"
-
-    class Probing(sqlite3.Connection):
-        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
-            cursor = super().execute(sql, *args)
-            if sql.startswith("INSERT INTO turnkit_rate_usage"):
-                found.append(lock_state())
-            return cursor
-
-    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=Probing))
-    ledger = SqliteLedger(path)
-    try:
-        assert ledger.charge_all(["key:k", "user:u"], 1, 1, 2)
-        assert ledger.charge_all(["key:k", "user:u"], 1, 1, 2)
-        assert not ledger.charge_all(["key:k", "user:u"], 1, 1, 2)  # no room: nothing charged
-    finally:
-        ledger.close()
-        probe.close()
+            assert ledger.charge_all(["key:k", "user:u"], 1, 1, 2)
+            assert ledger.charge_all(["key:k", "user:u"], 1, 1, 2)
+            assert not ledger.charge_all(["key:k", "user:u"], 1, 1, 2)  # no room: none charged
+        finally:
+            ledger.close()
     assert found == ["free", "free", "free"]
 
 

@@ -269,46 +269,25 @@ def test_a_sqlite_lease_is_taken_by_statements_that_leave_the_write_lock_as_they
     another writer the moment each statement returns to Python: with ``RETURNING`` SQLite kept
     the write lock until the token was read, across the wait for the GIL (see the charge's test
     in ``test_ledger.py``)."""
-    import sqlite3
-    from typing import Any
-
     from _spawn import SPAWN
+    from _write_lock import probing
 
     path = str(tmp_path / "leases.sqlite")
     child = SPAWN.Process(target=_take_and_vanish, args=(path,))  # a dead holder of "t"
     child.start()
     child.join(60)
     assert child.exitcode == 0
-    connect = sqlite3.connect
-    probe = connect(path, isolation_level=None, timeout=0)
-    found: list[str] = []
-
-    def lock_state() -> str:
+    lease_writes = ("INSERT INTO turnkit_thread_leases", "UPDATE turnkit_thread_leases")
+    with probing(path, monkeypatch, lease_writes) as found:
+        ledger = open_ledger(path)
         try:
-            probe.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as busy:
-            return str(busy)
-        probe.execute("ROLLBACK")
-        return "free"
-
-    class Probing(sqlite3.Connection):
-        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
-            cursor = super().execute(sql, *args)
-            if sql.startswith(("INSERT INTO turnkit_thread_leases", "UPDATE turnkit_thread")):
-                found.append(lock_state())
-            return cursor
-
-    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=Probing))
-    ledger = open_ledger(path)
-    try:
-        leases = ledger.thread_leases(ttl=300)
-        taken = leases.take("t")  # the upsert finds it held, then it is taken from the dead
-        fresh = leases.take("u")  # a free row: the upsert takes it
-        assert (taken and taken.token, fresh and fresh.token) == (2, 1)
-        assert leases.take("u") is None
-        assert leases.holder("t") == f"{HOLDER}#2"
-    finally:
-        ledger.close()
-        probe.close()
+            leases = ledger.thread_leases(ttl=300)
+            taken = leases.take("t")  # the upsert finds it held, then it is taken from the dead
+            fresh = leases.take("u")  # a free row: the upsert takes it
+            assert (taken and taken.token, fresh and fresh.token) == (2, 1)
+            assert leases.take("u") is None
+            assert leases.holder("t") == f"{HOLDER}#2"
+        finally:
+            ledger.close()
     assert found[:3] == ["free", "free", "free"]  # the take, the take from the dead, the take
     assert set(found) == {"free"}
