@@ -260,34 +260,3 @@ def test_a_lease_whose_holder_on_this_machine_is_gone_is_taken_at_once(sqlite):
     assert lease is not None
     assert lease.token == 2
     assert leases.take("t") is None  # and now held by this one, which is alive
-
-
-def test_a_sqlite_lease_is_taken_by_statements_that_leave_the_write_lock_as_they_return(
-    tmp_path, monkeypatch
-):
-    """Taking a lease on SQLite (from a free row, from a dead holder) leaves the file free for
-    another writer the moment each statement returns to Python: with ``RETURNING`` SQLite kept
-    the write lock until the token was read, across the wait for the GIL (see the charge's test
-    in ``test_ledger.py``)."""
-    from _spawn import SPAWN
-    from _write_lock import probing
-
-    path = str(tmp_path / "leases.sqlite")
-    child = SPAWN.Process(target=_take_and_vanish, args=(path,))  # a dead holder of "t"
-    child.start()
-    child.join(60)
-    assert child.exitcode == 0
-    lease_writes = ("INSERT INTO turnkit_thread_leases", "UPDATE turnkit_thread_leases")
-    with probing(path, monkeypatch, lease_writes) as found:
-        ledger = open_ledger(path)
-        try:
-            leases = ledger.thread_leases(ttl=300)
-            taken = leases.take("t")  # the upsert finds it held, then it is taken from the dead
-            fresh = leases.take("u")  # a free row: the upsert takes it
-            assert (taken and taken.token, fresh and fresh.token) == (2, 1)
-            assert leases.take("u") is None
-            assert leases.holder("t") == f"{HOLDER}#2"
-        finally:
-            ledger.close()
-    assert found[:3] == ["free", "free", "free"]  # the take, the take from the dead, the take
-    assert set(found) == {"free"}

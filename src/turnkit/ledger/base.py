@@ -101,9 +101,8 @@ class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
 
     def thread_leases(self, ttl: float = 30.0) -> ThreadLeases:
         """Thread leases in this ledger's database (one writer per thread, ``ledger/leases.py``):
-        lock rows that expire ``ttl`` seconds after their last renewal (taken without
-        ``RETURNING``: see ``ThreadLeases``)."""
-        return ThreadLeases(self, ttl, returning=False)
+        lock rows that expire ``ttl`` seconds after their last renewal."""
+        return ThreadLeases(self, ttl)
 
     # --- settings ---------------------------------------------------------------------------
 

@@ -106,34 +106,21 @@ class ThreadLeases:
     blocking = True
     """Whether its operations wait on a database (async code runs them in a worker thread)."""
 
-    def __init__(
-        self,
-        ledger: Statements,
-        ttl: float = 30.0,
-        *,
-        now: str = SQLITE_NOW,
-        returning: bool = True,
-    ) -> None:
-        """``returning``: take with ``RETURNING token`` (one statement). SQLite's ledgers pass
-        False: SQLite keeps its write lock until a ``RETURNING`` statement's rows are read, after
-        ``sqlite3`` takes the GIL back, while every other writer of the file sleeps in the busy
-        handler; there a take is a plain upsert, then the token read (``SqliteLedger.charge_all``
-        has the measurement)."""
+    def __init__(self, ledger: Statements, ttl: float = 30.0, *, now: str = SQLITE_NOW) -> None:
         self.ledger = ledger
         self.ttl = ttl
-        self._returning = returning
         self._take = (
             "INSERT INTO turnkit_thread_leases (thread_id, token, holder, machine, expires_at)"
             f" VALUES (?, 1, ?, ?, {now} + ?) ON CONFLICT (thread_id) DO UPDATE"
             " SET token = turnkit_thread_leases.token + 1, holder = excluded.holder,"
             " machine = excluded.machine, expires_at = excluded.expires_at"
             f" WHERE turnkit_thread_leases.expires_at <= {now}"
+            " RETURNING token"
         )
         self._take_from = (  # the lease of a holder found dead, if nobody took it meanwhile
             "UPDATE turnkit_thread_leases SET token = token + 1, holder = ?, machine = ?,"
-            f" expires_at = {now} + ? WHERE thread_id = ? AND token = ?"
+            f" expires_at = {now} + ? WHERE thread_id = ? AND token = ? RETURNING token"
         )
-        self._token = "SELECT token FROM turnkit_thread_leases WHERE thread_id = ? AND holder = ?"
         self._renew = (  # a released row (expiry 0) stays released: a late renewal is refused
             f"UPDATE turnkit_thread_leases SET expires_at = {now} + ?"
             " WHERE thread_id = ? AND token = ? AND expires_at > 0"
@@ -148,37 +135,22 @@ class ThreadLeases:
         whose holder is a process of this machine that no longer exists (it crashed, or was
         killed) is taken at once rather than after its expiry."""
         asked = time.monotonic()
-        token = self._taken(thread_id)
-        if token is None:
-            token = self._from_the_dead(thread_id)
-        if token is None:
+        rows = self.ledger._rows(self._take, (thread_id, HOLDER, MACHINE, self.ttl))
+        if not rows:
+            rows = self._from_the_dead(thread_id)
+        if not rows:
             return None
-        return Lease(thread_id, token, HOLDER, asked + self.ttl, self)
+        return Lease(thread_id, int(rows[0][0]), HOLDER, asked + self.ttl, self)
 
-    def _taken(self, thread_id: str) -> int | None:
-        """The new token when the thread's lease was free (or expired) and is now this run's."""
-        given = (thread_id, HOLDER, MACHINE, self.ttl)
-        if self._returning:
-            rows = self.ledger._rows(self._take + " RETURNING token", given)
-        elif self.ledger._run(self._take, given):  # ours for ttl: nobody changes its token now
-            rows = self.ledger._rows(self._token, (thread_id, HOLDER))
-        else:
-            return None
-        return int(rows[0][0]) if rows else None
-
-    def _from_the_dead(self, thread_id: str) -> int | None:
+    def _from_the_dead(self, thread_id: str) -> list[tuple[Any, ...]]:
         found = self.ledger._rows(self._holder, (thread_id,))
         if not found or found[0][2] != MACHINE:  # free meanwhile, or taken on another machine
-            return None
+            return []
         holder, token, _ = found[0]
         pid = str(holder).rpartition(":")[2]
         if not pid.isdigit() or _alive(int(pid)):
-            return None
-        given = (HOLDER, MACHINE, self.ttl, thread_id, token)
-        if self._returning:
-            rows = self.ledger._rows(self._take_from + " RETURNING token", given)
-            return int(rows[0][0]) if rows else None
-        return int(token) + 1 if self.ledger._run(self._take_from, given) else None
+            return []
+        return self.ledger._rows(self._take_from, (HOLDER, MACHINE, self.ttl, thread_id, token))
 
     def renew(self, lease: Lease) -> bool:
         """Push the lease's expiry ``ttl`` ahead; False when its token is no longer current, or
