@@ -39,6 +39,8 @@ FLOOR_DB = "TURNKIT_BENCH_FLOOR_DB"
 """The environment variable naming the floor's database: a SQLite file or a PostgreSQL URL."""
 LIMIT = 1_000_000_000
 """Units a caller may spend in a minute: more than any run spends (the charge is still made)."""
+WINDOW = 60
+"""Seconds of a rate-limit window."""
 
 TABLES = (
     "CREATE TABLE IF NOT EXISTS floor_keys (secret_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL,"
@@ -165,7 +167,7 @@ def floor_app() -> FastAPI:
         if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
             raise HTTPException(401, "unknown, revoked or expired key")
         caller = f"key:{key[0]}"
-        if db.run(CHARGE, (caller, int(started // 60), LIMIT)) != 1:
+        if db.run(CHARGE, (caller, int(started // WINDOW), LIMIT)) != 1:
             raise HTTPException(429, "rate limit reached")
         result = get_item(**body.input)
         duration_ms = (time.time() - started) * 1000
@@ -222,7 +224,7 @@ def mcp_floor_app() -> Any:
     def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
         caller = ctx.request_context.request.scope["floor.caller"]  # type: ignore[union-attr]
         started = time.time()
-        if db.run(CHARGE, (caller, int(started // 60), LIMIT)) != 1:
+        if db.run(CHARGE, (caller, int(started // WINDOW), LIMIT)) != 1:
             raise ValueError("rate limit reached")
         result = get_item(sku)
         db.run(AUDIT, (started, caller, READ_TOOL, "ok", (time.time() - started) * 1000))

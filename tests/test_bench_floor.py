@@ -66,6 +66,7 @@ def test_a_key_that_may_not_be_used_is_refused_at_the_next_request(floor, change
 def test_a_full_window_refuses_the_call(floor, monkeypatch):
     client, store, _ = floor
     monkeypatch.setattr(_floor, "LIMIT", 2)
+    monkeypatch.setattr(_floor, "WINDOW", 10**9)  # all three in one window, at any second
     assert [client.post(PATH, json=BODY).status_code for _ in range(3)] == [200, 200, 429]
     assert _count(store, "floor_audit") == 2
 
