@@ -22,6 +22,7 @@ import os
 import pstats
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -39,8 +40,17 @@ from bench import _floor
 from bench import server as served
 
 ROUNDS, BATCH = 7, 200
-MCP_BODY = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": served.MODEL_NAME, "arguments": {"sku": "TEA-0001"}}}  # fmt: skip
+PROTOCOL = "2026-07-28"
+MCP_BODY = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    "name": served.MODEL_NAME, "arguments": {"sku": "TEA-0001"},
+    "_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
+              "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+              "io.modelcontextprotocol/clientCapabilities": {}},
+}}  # fmt: skip
+"""A ``tools/call`` as the SDK's ``Client`` sends it over Streamable HTTP (``mcp`` 2.x, read
+off the wire): the protocol of 2026-07-28, its ``_meta`` and its ``Mcp-Method``/``Mcp-Name``
+headers (``scope``). ``bench/server.py`` calls through that client; an older protocol's request
+(2025-06-18, no ``_meta``) takes the SDK's other path, half again as long under ``MCPServer``."""
 
 
 def turnkit_app(db: str) -> Any:
@@ -63,7 +73,9 @@ def scope(path: str, body: bytes, bearer: str | None, mcp: bool = False) -> dict
         headers.append((b"authorization", f"Bearer {bearer}".encode()))
     if mcp:
         headers += [(b"accept", b"application/json, text/event-stream"),
-                    (b"mcp-protocol-version", b"2025-06-18")]  # fmt: skip
+                    (b"mcp-protocol-version", PROTOCOL.encode()),
+                    (b"mcp-method", b"tools/call"),
+                    (b"mcp-name", served.MODEL_NAME.encode())]  # fmt: skip
     return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
             "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
             "query_string": b"", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5555),
@@ -206,6 +218,9 @@ async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: 
                         times["mcp"], "µs", ratio=times["mcp"] / times["peer"]),
             _common.row("profile", "MCP tools/call in process: SDK MCPServer", times["peer"], "µs"),
         ]  # fmt: skip
+        for name, call in (("MCP tools/call: turnkit", mcp), ("MCP tools/call: SDK MCPServer",
+                           caller(peer, "/mcp", mcp_body, None, mcp=True))):  # fmt: skip
+            rows += await thread_rows(name, call)
         if profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -216,6 +231,43 @@ async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: 
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
             print(text.getvalue(), file=sys.stderr)
     return rows
+
+
+async def thread_rows(name: str, call: Callable[[], Any]) -> list[dict[str, Any]]:
+    """The CPU a call takes in the event loop's thread and in the others (the worker threads
+    the call hops to), from ``/proc/self/task`` (Linux; elsewhere no rows)."""
+    if not TASKS.exists():
+        return []
+    before = thread_seconds()
+    for _ in range(ROUNDS * BATCH):
+        await call()
+    after = thread_seconds()
+    spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    loop = spent.pop(threading.get_native_id(), 0.0)
+    calls = ROUNDS * BATCH
+    return [
+        _common.row("profile", f"{name}: CPU in the event loop's thread", loop / calls * 1e6,
+                    "µs"),
+        _common.row("profile", f"{name}: CPU in other threads (worker threads)",
+                    sum(spent.values()) / calls * 1e6, "µs"),
+    ]  # fmt: skip
+
+
+TASKS = Path("/proc/self/task")
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def thread_seconds() -> dict[int, float]:
+    """CPU seconds (user and system) of each thread of this process, by its native id."""
+    found = {}
+    for task in TASKS.iterdir():
+        try:
+            text = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        found[int(task.name)] = (int(fields[11]) + int(fields[12])) / TICKS
+    return found
 
 
 async def statement_times(rest: Callable, ledger: Any, floor: Callable) -> list[dict[str, Any]]:
