@@ -478,7 +478,10 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
     where the machine's CPU went meanwhile (``_cpu.py``: idle cores mean something serialises
     the requests; busy ones, that more workers cannot help); the floor's ``uvicorn --workers``
     1 and 3 on ``floor_db`` beside them: what three processes give the obvious server on this
-    machine."""
+    machine. "What 2x asks" sets twice turnkit's one worker against the floor's three: above
+    1x, the target asks turnkit's three workers to serve more than the same promises written
+    by hand serve on the same cores (when three workers fill the machine, the limit is the
+    machine's, not a lock or a pool)."""
     secret = prepared(db)
     bearer = {"Authorization": f"Bearer {secret}"}
     floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
@@ -517,6 +520,10 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
                     rates["floor", 1], "req/s"),
         _common.row(SCENARIO, f"{group}: floor, uvicorn --workers 3 (÷ 1 worker)",
                     rates["floor", 3], "req/s", ratio=rates["floor", 3] / rates["floor", 1]),
+        _common.row(SCENARIO, f"{group}: what 2x asks: turnkit --workers 3 at twice its one"
+                    " worker's req/s (÷ the floor's --workers 3 on the same machine)",
+                    2 * rates["turnkit", 1], "req/s",
+                    ratio=2 * rates["turnkit", 1] / rates["floor", 3]),
         *rows,
         *(ceiling(group, name, rates, splits) for name in ("turnkit", "floor")
           if (name, 1) in splits and (name, 3) in splits),
