@@ -7,6 +7,8 @@ rows and locks themselves, which no public name exposes."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import psycopg
@@ -260,3 +262,77 @@ def test_a_lease_whose_holder_on_this_machine_is_gone_is_taken_at_once(sqlite):
     assert lease is not None
     assert lease.token == 2
     assert leases.take("t") is None  # and now held by this one, which is alive
+
+
+def _stalled_after_its_token_read(ledger, meanwhile):
+    """Make the next taking of ``ledger``'s leases stall between reading the thread's token and
+    its upsert, while ``meanwhile()`` runs (another run of this process: the same holder)."""
+    rows = ledger._rows
+    ran = []
+
+    def stalled(sql, params=()):
+        found = rows(sql, params)
+        if sql.startswith("SELECT token FROM turnkit_thread_leases") and ledger._rows is stalled:
+            ledger._rows = rows  # the other run takes the usual way
+            ran.append(meanwhile())
+        return found
+
+    ledger._rows = stalled
+    return ran
+
+
+@pytest.mark.parametrize("gives_back", [False, True], ids=["held", "given back"])
+def test_a_taking_stalled_after_its_token_read_never_shares_a_token(sqlite, gives_back):
+    """A run that stalls (the GIL, a paused VM) between reading the thread's token and its
+    upsert, while another run of the same process takes the thread (and gives it back, or
+    not), does not take it with the other's token: its upsert takes only from the token it
+    read. Both holding one token would let the stale run's writes pass the fence."""
+    leases = sqlite.thread_leases(ttl=30)
+    leases.release(leases.take("t"))  # token 1, free
+
+    def other_run():
+        lease = leases.take("t")
+        if gives_back:
+            leases.release(lease)
+        return lease
+
+    ran = _stalled_after_its_token_read(sqlite, other_run)
+    stale = leases.take("t")
+    assert ran[0] is not None
+    assert ran[0].token == 2
+    assert stale is None  # its token (1) is gone: it asks again, as after a busy lease
+    retried = leases.take("t")
+    if gives_back:
+        assert retried is not None
+        assert retried.token == 3
+    else:
+        assert retried is None
+        assert ran[0].recheck()  # still the other run's
+
+
+def test_a_sqlite_lease_taken_leaves_the_write_lock_before_it_returns(tmp_path, monkeypatch):
+    """Taking a lease (and taking one from a dead holder) commits when SQLite hands control back
+    to Python: another writer finds the file free at that moment (a ``RETURNING`` statement
+    kept the lock until its rows were read, across the wait for the GIL)."""
+    from _write_lock import probing
+
+    path = str(tmp_path / "leases.sqlite")
+    writes = ("INSERT INTO turnkit_thread_leases", "UPDATE turnkit_thread_leases SET token")
+    with probing(path, monkeypatch, writes) as found:
+        ledger = open_ledger(path)
+        try:
+            leases = ledger.thread_leases(ttl=30)
+            first = leases.take("t")
+            assert first is not None
+            assert first.token == 1
+            assert leases.take("t") is None  # held: the upsert changed nothing
+            ended = subprocess.Popen([sys.executable, "-c", "pass"])
+            ended.wait()  # its holder gone: a process of this machine that no longer exists
+            dead = f"{HOLDER.rpartition(':')[0]}:{ended.pid}"
+            ledger._run("UPDATE turnkit_thread_leases SET holder = ?", (dead,))
+            taken = leases.take("t")
+            assert taken is not None
+            assert taken.token == 2
+        finally:
+            ledger.close()
+    assert found == ["free"] * 4

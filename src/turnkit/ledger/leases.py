@@ -6,11 +6,13 @@ before each write (``turnkit.threads.leases.fence``).
 
 - **Lock rows with an expiry** (``ThreadLeases``: SQLite, and PostgreSQL behind a pooler in
   transaction mode, where no session outlives a transaction). Taking is one conditional upsert
-  (``... WHERE expires_at <= now RETURNING token``), atomic across processes; the holder renews
-  the row while it runs; a holder that died is replaced once its expiry has passed. Expiries are
-  written and compared in the database's clock, so the clocks of the machines do not matter; a
-  holder vouches for its lease from its own monotonic clock, started before it asked (the row
-  cannot expire sooner than that).
+  (``... WHERE expires_at <= now``), atomic across processes: on PostgreSQL it returns the new
+  token; on SQLite the token is read first and the upsert takes the lease only from it (a
+  ``RETURNING`` statement would keep SQLite's write lock until its rows are read); the holder
+  renews the row while it runs; a holder that died is replaced once its expiry has passed.
+  Expiries are written and compared in the database's clock, so the clocks of the machines do
+  not matter; a holder vouches for its lease from its own monotonic clock, started before it
+  asked (the row cannot expire sooner than that).
 - **Advisory locks** (``PostgresLeases``, in ``ledger/postgres.py``: PostgreSQL, directly): a
   transaction-level lock held by an open transaction for the run, which the server releases the
   moment the holder's session ends (a killed process needs no expiry).
@@ -106,20 +108,41 @@ class ThreadLeases:
     blocking = True
     """Whether its operations wait on a database (async code runs them in a worker thread)."""
 
-    def __init__(self, ledger: Statements, ttl: float = 30.0, *, now: str = SQLITE_NOW) -> None:
+    def __init__(
+        self,
+        ledger: Statements,
+        ttl: float = 30.0,
+        *,
+        now: str = SQLITE_NOW,
+        returning: bool = False,
+    ) -> None:
+        """``returning``: take in one statement that returns the new token (PostgreSQL, where
+        ``RETURNING`` holds nothing). Without it (SQLite) the token is read first and the
+        taking is an upsert conditioned on it: SQLite commits a ``RETURNING`` statement only
+        once its rows are read, after ``sqlite3`` takes the GIL back, so the file's write lock
+        would be held across that wait while every other writer sleeps (docs/performance.md,
+        "the charge held the write lock")."""
         self.ledger = ledger
         self.ttl = ttl
-        self._take = (
+        self._returning = returning
+        take = (
             "INSERT INTO turnkit_thread_leases (thread_id, token, holder, machine, expires_at)"
-            f" VALUES (?, 1, ?, ?, {now} + ?) ON CONFLICT (thread_id) DO UPDATE"
-            " SET token = turnkit_thread_leases.token + 1, holder = excluded.holder,"
-            " machine = excluded.machine, expires_at = excluded.expires_at"
-            f" WHERE turnkit_thread_leases.expires_at <= {now}"
-            " RETURNING token"
+            f" VALUES (?, {'1' if returning else '?'}, ?, ?, {now} + ?)"
+            " ON CONFLICT (thread_id) DO UPDATE SET token = "
+            + ("turnkit_thread_leases.token + 1" if returning else "excluded.token")
+            + ", holder = excluded.holder, machine = excluded.machine,"
+            f" expires_at = excluded.expires_at WHERE turnkit_thread_leases.expires_at <= {now}"
         )
+        # the token read first: the upsert takes the lease only from that token, so the new
+        # one (read + 1) is this run's alone, whoever took and gave back the thread meanwhile
+        self._take = take + (
+            " RETURNING token" if returning else " AND turnkit_thread_leases.token = ?"
+        )
+        self._token = "SELECT token FROM turnkit_thread_leases WHERE thread_id = ?"
         self._take_from = (  # the lease of a holder found dead, if nobody took it meanwhile
             "UPDATE turnkit_thread_leases SET token = token + 1, holder = ?, machine = ?,"
-            f" expires_at = {now} + ? WHERE thread_id = ? AND token = ? RETURNING token"
+            f" expires_at = {now} + ? WHERE thread_id = ? AND token = ?"
+            + (" RETURNING token" if returning else "")
         )
         self._renew = (  # a released row (expiry 0) stays released: a late renewal is refused
             f"UPDATE turnkit_thread_leases SET expires_at = {now} + ?"
@@ -135,22 +158,36 @@ class ThreadLeases:
         whose holder is a process of this machine that no longer exists (it crashed, or was
         killed) is taken at once rather than after its expiry."""
         asked = time.monotonic()
-        rows = self.ledger._rows(self._take, (thread_id, HOLDER, MACHINE, self.ttl))
-        if not rows:
-            rows = self._from_the_dead(thread_id)
-        if not rows:
+        token = self._taken(thread_id)
+        if token is None:
+            token = self._from_the_dead(thread_id)
+        if token is None:
             return None
-        return Lease(thread_id, int(rows[0][0]), HOLDER, asked + self.ttl, self)
+        return Lease(thread_id, token, HOLDER, asked + self.ttl, self)
 
-    def _from_the_dead(self, thread_id: str) -> list[tuple[Any, ...]]:
+    def _taken(self, thread_id: str) -> int | None:
+        """The new token when the lease was free and is now this run's, else None."""
+        if self._returning:
+            rows = self.ledger._rows(self._take, (thread_id, HOLDER, MACHINE, self.ttl))
+            return int(rows[0][0]) if rows else None
+        found = self.ledger._rows(self._token, (thread_id,))
+        token = int(found[0][0]) + 1 if found else 1
+        params = (thread_id, token, HOLDER, MACHINE, self.ttl, token - 1)
+        return token if self.ledger._run(self._take, params) == 1 else None
+
+    def _from_the_dead(self, thread_id: str) -> int | None:
         found = self.ledger._rows(self._holder, (thread_id,))
         if not found or found[0][2] != MACHINE:  # free meanwhile, or taken on another machine
-            return []
+            return None
         holder, token, _ = found[0]
         pid = str(holder).rpartition(":")[2]
         if not pid.isdigit() or _alive(int(pid)):
-            return []
-        return self.ledger._rows(self._take_from, (HOLDER, MACHINE, self.ttl, thread_id, token))
+            return None
+        params = (HOLDER, MACHINE, self.ttl, thread_id, token)
+        if self._returning:
+            rows = self.ledger._rows(self._take_from, params)
+            return int(rows[0][0]) if rows else None
+        return int(token) + 1 if self.ledger._run(self._take_from, params) == 1 else None
 
     def renew(self, lease: Lease) -> bool:
         """Push the lease's expiry ``ttl`` ahead; False when its token is no longer current, or

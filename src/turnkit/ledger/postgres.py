@@ -142,7 +142,7 @@ class PostgresLedger(Ledger):
         server connections for the whole turn, and enough turns at once would leave none for
         their own statements."""
         if self._pooler:
-            return ThreadLeases(self, ttl, now=POSTGRES_NOW)
+            return ThreadLeases(self, ttl, now=POSTGRES_NOW, returning=True)
         return PostgresLeases(self)
 
     def lock_connections(self) -> Any:
