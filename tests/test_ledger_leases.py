@@ -264,15 +264,16 @@ def test_a_lease_whose_holder_on_this_machine_is_gone_is_taken_at_once(sqlite):
     assert leases.take("t") is None  # and now held by this one, which is alive
 
 
-def _stalled_after_its_token_read(ledger, meanwhile):
-    """Make the next taking of ``ledger``'s leases stall between reading the thread's token and
-    its upsert, while ``meanwhile()`` runs (another run of this process: the same holder)."""
+def _stalled_after(ledger, read, meanwhile):
+    """Make the next take of ``ledger``'s leases stall right after its statement starting with
+    ``read``, while ``meanwhile()`` runs (another run of this process: the same holder);
+    its outcome goes into the list returned."""
     rows = ledger._rows
     ran = []
 
     def stalled(sql, params=()):
         found = rows(sql, params)
-        if sql.startswith("SELECT token FROM turnkit_thread_leases") and ledger._rows is stalled:
+        if sql.startswith(read) and ledger._rows is stalled:
             ledger._rows = rows  # the other run takes the usual way
             ran.append(meanwhile())
         return found
@@ -281,12 +282,20 @@ def _stalled_after_its_token_read(ledger, meanwhile):
     return ran
 
 
+def _dead_holder() -> str:
+    """A holder on this machine whose process no longer exists."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return f"{HOLDER.rpartition(':')[0]}:{ended.pid}"
+
+
 @pytest.mark.parametrize("gives_back", [False, True], ids=["held", "given back"])
 def test_a_taking_stalled_after_its_token_read_never_shares_a_token(sqlite, gives_back):
     """A run that stalls (the GIL, a paused VM) between reading the thread's token and its
     upsert, while another run of the same process takes the thread (and gives it back, or
     not), does not take it with the other's token: its upsert takes only from the token it
-    read. Both holding one token would let the stale run's writes pass the fence."""
+    read. Both holding one token would let the stale run's writes pass the fence. It reads
+    again: a lease given back meanwhile is taken with the next token, a held one is busy."""
     leases = sqlite.thread_leases(ttl=30)
     leases.release(leases.take("t"))  # token 1, free
 
@@ -296,24 +305,60 @@ def test_a_taking_stalled_after_its_token_read_never_shares_a_token(sqlite, give
             leases.release(lease)
         return lease
 
-    ran = _stalled_after_its_token_read(sqlite, other_run)
+    ran = _stalled_after(sqlite, "SELECT token", other_run)
     stale = leases.take("t")
     assert ran[0] is not None
     assert ran[0].token == 2
-    assert stale is None  # its token (1) is gone: it asks again, as after a busy lease
-    retried = leases.take("t")
     if gives_back:
-        assert retried is not None
-        assert retried.token == 3
+        assert stale is not None
+        assert stale.token == 3
+        assert not ran[0].recheck()
     else:
-        assert retried is None
+        assert stale is None
         assert ran[0].recheck()  # still the other run's
+
+
+def test_a_taking_from_the_dead_stalled_after_its_read_never_shares_a_token(sqlite):
+    """Two runs find the thread's holder dead; the one that stalled after reading it does not
+    take the lease the other took from the dead meanwhile (its update is conditioned on the
+    token it saw, and its rowcount read)."""
+    leases = sqlite.thread_leases(ttl=300)
+    assert leases.take("t") is not None
+    sqlite._run("UPDATE turnkit_thread_leases SET holder = ?", (_dead_holder(),))
+    ran = _stalled_after(sqlite, "SELECT holder, token, machine", lambda: leases.take("t"))
+    stale = leases.take("t")
+    assert ran[0] is not None
+    assert ran[0].token == 2
+    assert stale is None
+    assert ran[0].recheck()
+    assert leases.holder("t") == f"{HOLDER}#2"
+
+
+def test_thread_leases_behind_a_pooler_take_in_one_statement_on_postgres(postgres):
+    """Behind a pooler, PostgreSQL's lease rows are taken with ``RETURNING`` (one round trip;
+    it holds nothing there), SQLite's without (it would keep the file's write lock)."""
+    from turnkit.ledger.leases import POSTGRES_NOW, ThreadLeases
+
+    url = postgres[0]
+    ledger = open_ledger(url + ("&" if "?" in url else "?") + "pooler=transaction")
+    try:
+        leases = ledger.thread_leases(ttl=30)
+        assert isinstance(leases, ThreadLeases)
+        assert POSTGRES_NOW in leases._take
+        assert leases._take.endswith("RETURNING token")
+        lease = leases.take("t")
+        assert lease is not None
+        assert leases.take("t") is None
+        leases.release(lease)
+    finally:
+        ledger.close()
 
 
 def test_a_sqlite_lease_taken_leaves_the_write_lock_before_it_returns(tmp_path, monkeypatch):
     """Taking a lease (and taking one from a dead holder) commits when SQLite hands control back
     to Python: another writer finds the file free at that moment (a ``RETURNING`` statement
-    kept the lock until its rows were read, across the wait for the GIL)."""
+    kept the lock until its rows were read, across the wait for the GIL). Asking for a held
+    lease writes nothing."""
     from _write_lock import probing
 
     path = str(tmp_path / "leases.sqlite")
@@ -325,14 +370,11 @@ def test_a_sqlite_lease_taken_leaves_the_write_lock_before_it_returns(tmp_path, 
             first = leases.take("t")
             assert first is not None
             assert first.token == 1
-            assert leases.take("t") is None  # held: the upsert changed nothing
-            ended = subprocess.Popen([sys.executable, "-c", "pass"])
-            ended.wait()  # its holder gone: a process of this machine that no longer exists
-            dead = f"{HOLDER.rpartition(':')[0]}:{ended.pid}"
-            ledger._run("UPDATE turnkit_thread_leases SET holder = ?", (dead,))
+            assert leases.take("t") is None  # held: read, and nothing written
+            ledger._run("UPDATE turnkit_thread_leases SET holder = ?", (_dead_holder(),))
             taken = leases.take("t")
             assert taken is not None
             assert taken.token == 2
         finally:
             ledger.close()
-    assert found == ["free"] * 4
+    assert found == ["free"] * 2  # the two takings; the busy ask took no write lock

@@ -7,11 +7,11 @@ before each write (``turnkit.threads.leases.fence``).
 - **Lock rows with an expiry** (``ThreadLeases``: SQLite, and PostgreSQL behind a pooler in
   transaction mode, where no session outlives a transaction). Taking is one conditional upsert
   (``... WHERE expires_at <= now``), atomic across processes: on PostgreSQL it returns the new
-  token; on SQLite the token is read first and the upsert takes the lease only from it (a
-  ``RETURNING`` statement would keep SQLite's write lock until its rows are read); the holder
-  renews the row while it runs; a holder that died is replaced once its expiry has passed.
-  Expiries are written and compared in the database's clock, so the clocks of the machines do
-  not matter; a holder vouches for its lease from its own monotonic clock, started before it
+  token; on SQLite the token is read first (a held lease is left alone) and the upsert takes the
+  lease only from it (a ``RETURNING`` statement would keep SQLite's write lock until its rows are
+  read); the holder renews the row while it runs; a holder that died is replaced once its expiry has
+  passed. Expiries are written and compared in the database's clock, so the clocks of the machines
+  do not matter; a holder vouches for its lease from its own monotonic clock, started before it
   asked (the row cannot expire sooner than that).
 - **Advisory locks** (``PostgresLeases``, in ``ledger/postgres.py``: PostgreSQL, directly): a
   transaction-level lock held by an open transaction for the run, which the server releases the
@@ -34,6 +34,10 @@ from typing import Any
 from turnkit.ledger.sql import Statements
 
 __all__ = ["HOLDER", "Lease", "LocalLeases", "ThreadLeases"]
+
+TRIES = 3
+"""How often a SQLite take reads the token and upserts from it before it answers busy: each
+retry follows another run's taking in between (progress, not a wait)."""
 
 HOLDER = f"{socket.gethostname()}:{os.getpid()}"
 """The holder of a lease this process takes (host and pid), shown to the run that finds it busy."""
@@ -138,7 +142,9 @@ class ThreadLeases:
         self._take = take + (
             " RETURNING token" if returning else " AND turnkit_thread_leases.token = ?"
         )
-        self._token = "SELECT token FROM turnkit_thread_leases WHERE thread_id = ?"
+        self._token = (  # and whether it is held: a held lease is not asked of the writer
+            f"SELECT token, expires_at > {now} FROM turnkit_thread_leases WHERE thread_id = ?"
+        )
         self._take_from = (  # the lease of a holder found dead, if nobody took it meanwhile
             "UPDATE turnkit_thread_leases SET token = token + 1, holder = ?, machine = ?,"
             f" expires_at = {now} + ? WHERE thread_id = ? AND token = ?"
@@ -166,14 +172,22 @@ class ThreadLeases:
         return Lease(thread_id, token, HOLDER, asked + self.ttl, self)
 
     def _taken(self, thread_id: str) -> int | None:
-        """The new token when the lease was free and is now this run's, else None."""
+        """The new token when the lease is now this run's; None while another run holds it
+        (or kept taking it, ``TRIES`` times over, between this run's read and its upsert)."""
         if self._returning:
             rows = self.ledger._rows(self._take, (thread_id, HOLDER, MACHINE, self.ttl))
             return int(rows[0][0]) if rows else None
-        found = self.ledger._rows(self._token, (thread_id,))
-        token = int(found[0][0]) + 1 if found else 1
-        params = (thread_id, token, HOLDER, MACHINE, self.ttl, token - 1)
-        return token if self.ledger._run(self._take, params) == 1 else None
+        for _ in range(TRIES):
+            found = self.ledger._rows(self._token, (thread_id,))
+            # no row: token 0, which no row has, so a row inserted meanwhile is not taken over
+            token, held = (int(found[0][0]), bool(found[0][1])) if found else (0, False)
+            if held:
+                return None
+            params = (thread_id, token + 1, HOLDER, MACHINE, self.ttl, token)
+            if self.ledger._run(self._take, params) == 1:
+                return token + 1
+            # another run took the thread since the read (and may have given it back): again
+        return None
 
     def _from_the_dead(self, thread_id: str) -> int | None:
         found = self.ledger._rows(self._holder, (thread_id,))

@@ -222,7 +222,7 @@ class PostgresLeases(ThreadLeases):
     renews = False
 
     def __init__(self, ledger: PostgresLedger) -> None:
-        super().__init__(ledger, ttl=float("inf"), now=POSTGRES_NOW)
+        super().__init__(ledger, ttl=float("inf"), now=POSTGRES_NOW, returning=True)
         self.postgres = ledger
 
     def take(self, thread_id: str) -> Lease | None:
