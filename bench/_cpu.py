@@ -35,13 +35,31 @@ class Split:
 
 def _stat(pid: int) -> tuple[str, int, float] | None:
     """``(command, parent, CPU seconds)`` of ``pid``, or None when it is gone."""
+    return _parsed(PROC / str(pid) / "stat")
+
+
+def _parsed(stat: Path) -> tuple[str, int, float] | None:
+    """``(command, parent, CPU seconds, user and system)`` of a process's or a thread's
+    ``stat`` file, or None when it is gone."""
     try:
-        text = (PROC / str(pid) / "stat").read_text()
+        text = stat.read_text()
     except OSError:
         return None
     name = text[text.index("(") + 1 : text.rindex(")")]
     fields = text[text.rindex(")") + 2 :].split()
     return name, int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def thread_seconds() -> dict[int, float]:
+    """CPU seconds of each thread of this process, by its native id (Linux; elsewhere none)."""
+    tasks = PROC / "self" / "task"
+    if not tasks.exists():
+        return {}
+    found = {}
+    for task in tasks.iterdir():
+        if (stat := _parsed(task / "stat")) is not None:  # None: the thread ended meanwhile
+            found[int(task.name)] = stat[2]
+    return found
 
 
 def _processes() -> dict[int, tuple[str, int, float]]:

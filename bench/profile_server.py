@@ -38,6 +38,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
 
 from bench import _floor
 from bench import server as served
+from bench._cpu import thread_seconds
 
 ROUNDS, BATCH = 7, 200
 PROTOCOL = "2026-07-28"
@@ -236,9 +237,9 @@ async def measure(app: Any, ledger: Any, secret: str, floor: Any, floor_secret: 
 async def thread_rows(name: str, call: Callable[[], Any]) -> list[dict[str, Any]]:
     """The CPU a call takes in the event loop's thread and in the others (the worker threads
     the call hops to), from ``/proc/self/task`` (Linux; elsewhere no rows)."""
-    if not TASKS.exists():
-        return []
     before = thread_seconds()
+    if not before:
+        return []
     for _ in range(ROUNDS * BATCH):
         await call()
     after = thread_seconds()
@@ -251,23 +252,6 @@ async def thread_rows(name: str, call: Callable[[], Any]) -> list[dict[str, Any]
         _common.row("profile", f"{name}: CPU in other threads (worker threads)",
                     sum(spent.values()) / calls * 1e6, "µs"),
     ]  # fmt: skip
-
-
-TASKS = Path("/proc/self/task")
-TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def thread_seconds() -> dict[int, float]:
-    """CPU seconds (user and system) of each thread of this process, by its native id."""
-    found = {}
-    for task in TASKS.iterdir():
-        try:
-            text = (task / "stat").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        found[int(task.name)] = (int(fields[11]) + int(fields[12])) / TICKS
-    return found
 
 
 async def statement_times(rest: Callable, ledger: Any, floor: Callable) -> list[dict[str, Any]]:
