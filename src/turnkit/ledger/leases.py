@@ -148,8 +148,7 @@ class ThreadLeases:
         self._take_from = (  # the lease of a holder found dead, if nobody took it meanwhile
             "UPDATE turnkit_thread_leases SET token = token + 1, holder = ?, machine = ?,"
             f" expires_at = {now} + ? WHERE thread_id = ? AND token = ?"
-            + (" RETURNING token" if returning else "")
-        )
+        )  # its new token is the one seen + 1: no RETURNING, on either backend
         self._renew = (  # a released row (expiry 0) stays released: a late renewal is refused
             f"UPDATE turnkit_thread_leases SET expires_at = {now} + ?"
             " WHERE thread_id = ? AND token = ? AND expires_at > 0"
@@ -197,11 +196,8 @@ class ThreadLeases:
         pid = str(holder).rpartition(":")[2]
         if not pid.isdigit() or _alive(int(pid)):
             return None
-        params = (HOLDER, MACHINE, self.ttl, thread_id, token)
-        if self._returning:
-            rows = self.ledger._rows(self._take_from, params)
-            return int(rows[0][0]) if rows else None
-        return int(token) + 1 if self.ledger._run(self._take_from, params) == 1 else None
+        taken = self.ledger._run(self._take_from, (HOLDER, MACHINE, self.ttl, thread_id, token))
+        return int(token) + 1 if taken == 1 else None
 
     def renew(self, lease: Lease) -> bool:
         """Push the lease's expiry ``ttl`` ahead; False when its token is no longer current, or
