@@ -33,6 +33,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from mcp.server.mcpserver import Context  # resolved by the SDK from the tool's annotations
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 FLOOR_DB = "TURNKIT_BENCH_FLOOR_DB"
@@ -234,3 +235,34 @@ def mcp_floor_app() -> Any:
     app = server.streamable_http_app(json_response=True, stateless_http=True)
     app.add_middleware(KeyCheck, db=db)
     return app
+
+
+def mcp_floor_one_hop_app() -> Any:
+    """The leanest floor of MCP ``tools/call``: the SDK's ``MCPServer`` whose sync tool, in the
+    one worker thread the SDK hops to anyway, looks the bearer up, charges, runs the handler and
+    writes the audit row. Not what someone would write first (a refused key is an error result,
+    not a 401, and every other request goes unchecked): what the three statements cost over a
+    bare ``MCPServer`` when they add no thread hop of their own."""
+    from mcp.server import MCPServer
+
+    from bench._common import READ_TOOL, get_item
+
+    db = store(os.environ[FLOOR_DB])
+    server = MCPServer("floor", log_level="WARNING")
+
+    def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
+        scope = ctx.request_context.request.scope  # type: ignore[union-attr]
+        header = dict(scope["headers"]).get(b"authorization", b"").decode()
+        key = db.one(KEY, (hashlib.sha256(header.removeprefix("Bearer ").encode()).hexdigest(),))
+        started = time.time()
+        if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
+            raise ToolError("unknown, revoked or expired key")
+        caller = f"key:{key[0]}"
+        if db.run(CHARGE, (caller, int(started // WINDOW), LIMIT)) != 1:
+            raise ToolError("rate limit reached")
+        result = get_item(sku)
+        db.run(AUDIT, (started, caller, READ_TOOL, "ok", (time.time() - started) * 1000))
+        return result
+
+    server.tool(name=READ_TOOL, description=get_item.__doc__)(bench_get_item)
+    return server.streamable_http_app(json_response=True, stateless_http=True)

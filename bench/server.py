@@ -17,7 +17,9 @@ Every server runs in a process of its own under uvicorn (the load runs in this o
 - **MCP ``tools/call``**: turnkit's ``/mcp`` (the same ``turnkit serve`` process) against the
   same tool served by the SDK's own ``MCPServer`` without governance (``mcp_peer_app``, in the
   same stateless JSON mode as turnkit's), both called by the SDK's ``Client`` over Streamable
-  HTTP, one call at a time. Target: ≤ 1.2x.
+  HTTP, one call at a time. Target: ≤ 1.2x. Beside them, three servers on ``MCPServer`` that
+  bound what any arrangement of the promises reaches (``mcp_rows``): the MCP floor, the floor's
+  statements alone in one hop, and turnkit's own steps straight in one hop.
 - **50 concurrent clients** (50 raw keep-alive connections on one asyncio loop: httpx cannot
   drive this load; ``turnkit.cli.load``, the generator of ``turnkit bench serve``) against
   turnkit and the floor, rounds alternating: requests/s (target: turnkit ≥ 0.9x the floor's)
@@ -379,7 +381,7 @@ def storage_rows(quick: bool, group: str, db: str, floor_db: str, *, bare: bool 
     ``tools/call`` against the SDK's ``MCPServer``."""
     secret = prepared(db)
     bearer = {"Authorization": f"Bearer {secret}"}
-    floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
+    floor_bearer = _floor_bearer(floor_db)
     urls, headers = {}, {"turnkit": bearer, "floor": floor_bearer, "bare": {}}
     rows = []
     with ExitStack() as stack:
@@ -436,29 +438,56 @@ def storage_rows(quick: bool, group: str, db: str, floor_db: str, *, bare: bool 
 
 def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitStack
              ) -> list[dict[str, Any]]:  # fmt: skip
-    """MCP ``tools/call`` on turnkit's ``/mcp`` against the SDK's ``MCPServer`` (no governance)
-    and against the MCP floor (``_floor.mcp_floor_app``: the same server with the floor's key
-    check, charge and audit written by hand)."""
+    """MCP ``tools/call`` on turnkit's ``/mcp`` against the SDK's ``MCPServer`` (no governance),
+    and, to tell what the target leaves room for, against three servers between them, each on
+    ``MCPServer``: the MCP floor (``_floor.mcp_floor_app``: the floor's key check in front, its
+    charge and audit in the tool), the floor in one hop (``mcp_floor_one_hop_app``: the same
+    three statements, all in the worker thread the SDK hops to anyway), and turnkit's steps
+    straight (``profile_worker.mcp_straight_app``: every check of turnkit's pipeline for a
+    plain read, called one after the other in that one hop, on a turnkit ledger, without
+    turnkit's driver and ASGI stack)."""
+    from bench import profile_worker
+
     peer = stack.enter_context(serving(uvicorn_command("bench.server:mcp_peer_app"), "/not-served"))
     floor = stack.enter_context(serving(uvicorn_command("bench._floor:mcp_floor_app"),
                                         "/not-served", {_floor.FLOOR_DB: floor_db}))  # fmt: skip
-    floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
+    one_hop_db, straight_db = f"{floor_db}.one-hop", f"{floor_db}.straight.sqlite"
+    one_hop = stack.enter_context(serving(
+        uvicorn_command("bench._floor:mcp_floor_one_hop_app"), "/not-served",
+        {_floor.FLOOR_DB: one_hop_db}))  # fmt: skip
+    straight_secret = prepared(straight_db)
+    straight = stack.enter_context(serving(
+        uvicorn_command("bench.profile_worker:mcp_straight_app"), "/not-served",
+        {profile_worker.STRAIGHT_DB: straight_db}))  # fmt: skip
     mcp = asyncio.run(mcp_seconds({
         "turnkit": (f"{turnkit}/mcp", {"Authorization": f"Bearer {secret}"}),
         "MCPServer": (f"{peer}/mcp", {}),
-        "floor": (f"{floor}/mcp", floor_bearer),
+        "floor": (f"{floor}/mcp", _floor_bearer(floor_db)),
+        "one hop": (f"{one_hop}/mcp", _floor_bearer(one_hop_db)),
+        "straight": (f"{straight}/mcp", {"Authorization": f"Bearer {straight_secret}"}),
     }, quick))  # fmt: skip
+    base = mcp["MCPServer"]
     return [
         _common.row(SCENARIO, "MCP tools/call: turnkit /mcp (÷ SDK MCPServer)",
-                    mcp["turnkit"] * 1e6, "µs",
-                    **_at_most(mcp["turnkit"] / mcp["MCPServer"], MCP_TARGET)),
-        _common.row(SCENARIO, "MCP tools/call: SDK MCPServer, no governance",
-                    mcp["MCPServer"] * 1e6, "µs"),
+                    mcp["turnkit"] * 1e6, "µs", **_at_most(mcp["turnkit"] / base, MCP_TARGET)),
+        _common.row(SCENARIO, "MCP tools/call: SDK MCPServer, no governance", base * 1e6, "µs"),
         _common.row(SCENARIO, "MCP tools/call: MCP floor, key, charge, audit (÷ MCPServer)",
-                    mcp["floor"] * 1e6, "µs", ratio=mcp["floor"] / mcp["MCPServer"]),
+                    mcp["floor"] * 1e6, "µs", ratio=mcp["floor"] / base),
         _common.row(SCENARIO, "MCP tools/call: turnkit ÷ MCP floor", mcp["turnkit"] * 1e6,
                     "µs", ratio=mcp["turnkit"] / mcp["floor"]),
+        _common.row(SCENARIO, "MCP tools/call: MCP floor in one hop, the three statements alone"
+                    " (÷ MCPServer)", mcp["one hop"] * 1e6, "µs", ratio=mcp["one hop"] / base),
+        _common.row(SCENARIO, "MCP tools/call: turnkit's steps straight in MCPServer's hop, every"
+                    " check of a plain read (÷ MCPServer)", mcp["straight"] * 1e6, "µs",
+                    ratio=mcp["straight"] / base),
+        _common.row(SCENARIO, "MCP tools/call: turnkit ÷ its steps straight (its driver and"
+                    " ASGI stack)", mcp["turnkit"] * 1e6, "µs",
+                    ratio=mcp["turnkit"] / mcp["straight"]),
     ]  # fmt: skip
+
+
+def _floor_bearer(floor_db: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
 
 
 def all_started(server: int, workers: int) -> None:
@@ -484,7 +513,7 @@ def workers_rows(quick: bool, group: str, db: str, floor_db: str) -> list[dict[s
     machine's, not a lock or a pool)."""
     secret = prepared(db)
     bearer = {"Authorization": f"Bearer {secret}"}
-    floor_bearer = {"Authorization": f"Bearer {_floor.make_key(floor_db)}"}
+    floor_bearer = _floor_bearer(floor_db)
     seconds = QUICK_LOAD_SECONDS if quick else LOAD_SECONDS
     rates: dict[tuple[str, int], float] = {}
     splits: dict[tuple[str, int], Split] = {}

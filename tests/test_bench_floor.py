@@ -113,3 +113,60 @@ def test_the_workers_saturated_ratio_is_one_workers_cpu_a_request_over_the_machi
     row = server.ceiling("postgres", "turnkit", rates, splits)
     assert row["value"] == pytest.approx(1.95, abs=0.01)
     assert row["unit"] == "x"
+
+
+def test_the_one_hop_mcp_floor_checks_the_key_charges_and_audits(ledger_url, monkeypatch):
+    monkeypatch.setenv(_floor.FLOOR_DB, ledger_url)
+    secret = _floor.make_key(ledger_url)
+    store = _floor.store(ledger_url)
+    try:
+        with TestClient(_floor.mcp_floor_one_hop_app(), base_url="http://127.0.0.1:8000") as c:
+            keyed = MCP_HEADERS | {"Authorization": f"Bearer {secret}"}
+            answer = c.post("/mcp", json=MCP_CALL, headers=keyed).json()["result"]
+            assert answer["isError"] is False
+            assert "Green tea" in str(answer)
+            unknown = MCP_HEADERS | {"Authorization": "Bearer fk_nobody"}
+            refused = c.post("/mcp", json=MCP_CALL, headers=unknown).json()["result"]
+            assert refused["isError"] is True
+            assert "revoked" in str(refused)
+        assert store.one("SELECT sum(units) FROM floor_usage", ())[0] == 1
+        assert _count(store, "floor_audit") == 1
+    finally:
+        if isinstance(store, _floor.Postgres):
+            store.pool.close()
+
+
+def test_turnkits_steps_straight_keep_a_plain_reads_promises(tmp_path, monkeypatch):
+    """``bench/profile_worker.py``'s straight way (and its MCP server) charges and audits every
+    call as turnkit does, refuses an unknown key, and answers what turnkit's pipeline answers."""
+    from bench import profile_worker, server
+
+    from turnkit import open_ledger
+
+    db = str(tmp_path / "straight.sqlite")
+    secret = server.prepared(db)
+    monkeypatch.setenv(profile_worker.STRAIGHT_DB, db)
+    with TestClient(profile_worker.mcp_straight_app(), base_url="http://127.0.0.1:8000") as c:
+        keyed = MCP_HEADERS | {"Authorization": f"Bearer {secret}"}
+        answer = c.post("/mcp", json=MCP_CALL, headers=keyed).json()["result"]
+        assert answer["isError"] is False
+        assert "Green tea" in str(answer)
+        unknown = MCP_HEADERS | {"Authorization": "Bearer tk_nobody"}
+        assert c.post("/mcp", json=MCP_CALL, headers=unknown).json()["result"]["isError"]
+    ways = profile_worker.ways(profile_worker_app(db), secret)
+    assert ways["straight"]().result == ways["turnkit"]().result
+    ledger = open_ledger(db)
+    try:
+        rows = ledger.audit_rows(limit=10)
+        assert [row["status"] for row in rows] == ["ok"] * 3
+        assert len({row["caller"] for row in rows}) == 1
+        used = ledger._rows("SELECT sum(units) FROM turnkit_rate_usage", ())[0][0]
+        assert used == 3 * 2  # the key's budget and its user's, three calls each
+    finally:
+        ledger.close()
+
+
+def profile_worker_app(db: str):
+    from bench.profile_server import turnkit_app
+
+    return turnkit_app(db)
