@@ -445,7 +445,11 @@ def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitS
     three statements, all in the worker thread the SDK hops to anyway), and turnkit's steps
     straight (``profile_worker.mcp_straight_app``: every check of turnkit's pipeline for a
     plain read, called one after the other in that one hop, on a turnkit ledger, without
-    turnkit's driver and ASGI stack)."""
+    turnkit's driver and ASGI stack). turnkit's ``/mcp`` is the server the REST rows and the 50
+    clients used before (as a server in service is); the same server started for these rows
+    alone is timed beside it, as every other contender here is fresh: after the load, the
+    loop's six worker threads take sequential calls in turn, each colder than one thread
+    taking them all."""
     from bench import profile_worker
 
     peer = stack.enter_context(serving(uvicorn_command("bench.server:mcp_peer_app"), "/not-served"))
@@ -456,6 +460,9 @@ def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitS
         uvicorn_command("bench._floor:mcp_floor_one_hop_app"), "/not-served",
         {_floor.FLOOR_DB: one_hop_db}))  # fmt: skip
     straight_secret = prepared(straight_db)
+    fresh_db = f"{floor_db}.fresh.sqlite"
+    fresh_secret = prepared(fresh_db)
+    fresh = stack.enter_context(serving(turnkit_command(fresh_db, 1), "/healthz"))
     straight = stack.enter_context(serving(
         uvicorn_command("bench.profile_worker:mcp_straight_app"), "/not-served",
         {profile_worker.STRAIGHT_DB: straight_db}))  # fmt: skip
@@ -465,6 +472,7 @@ def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitS
         "floor": (f"{floor}/mcp", _floor_bearer(floor_db)),
         "one hop": (f"{one_hop}/mcp", _floor_bearer(one_hop_db)),
         "straight": (f"{straight}/mcp", {"Authorization": f"Bearer {straight_secret}"}),
+        "fresh": (f"{fresh}/mcp", {"Authorization": f"Bearer {fresh_secret}"}),
     }, quick))  # fmt: skip
     base = mcp["MCPServer"]
     return [
@@ -483,6 +491,8 @@ def mcp_rows(quick: bool, turnkit: str, secret: str, floor_db: str, stack: ExitS
         _common.row(SCENARIO, "MCP tools/call: turnkit ÷ its steps straight (its driver and"
                     " ASGI stack)", mcp["turnkit"] * 1e6, "µs",
                     ratio=mcp["turnkit"] / mcp["straight"]),
+        _common.row(SCENARIO, "MCP tools/call: turnkit /mcp in a process that served no load"
+                    " before (÷ MCPServer)", mcp["fresh"] * 1e6, "µs", ratio=mcp["fresh"] / base),
     ]  # fmt: skip
 
 
