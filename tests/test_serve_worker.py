@@ -30,3 +30,37 @@ def test_a_worker_freezes_what_start_up_built(tmp_path) -> None:
     assert found["before"] == 0
     assert found["after"] > 10_000  # the libraries' objects, frozen
     assert found["young"] == 0  # collected just before: nothing old left to walk
+
+
+WARM_PROBE = """
+import asyncio, json, threading
+from turnkit.cli.serve import app_from_environment
+app = app_from_environment()
+
+async def main():
+    async with app.router.lifespan_context(app):
+        pool = type(asyncio.get_running_loop()._default_executor).__name__
+        names = [await asyncio.to_thread(lambda: threading.current_thread().name)
+                 for _ in range(3)]
+    return pool, names
+
+pool, names = asyncio.run(main())  # closing the loop shuts its pool down
+left = [t.name for t in threading.enumerate() if t.name.startswith("turnkit-worker")]
+print(json.dumps({"pool": pool, "names": names, "left": left}))
+"""
+
+
+def test_a_worker_hands_its_calls_to_the_thread_that_went_idle_last(tmp_path) -> None:
+    """``turnkit serve``'s app makes ``WarmThreads`` its loop's default pool when it starts:
+    one call after another runs on one thread; the pool's threads end with the loop."""
+    options = {"db": str(tmp_path / "ledger.sqlite"), "modules": [], "entry_points": False,
+               "demo": True, "catalogue": None, "permissions": None}  # fmt: skip
+    env = os.environ | {"TURNKIT_SERVE": json.dumps(options)}
+    done = subprocess.run([sys.executable, "-c", WARM_PROBE], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["pool"] == "WarmThreads"
+    assert len(set(found["names"])) == 1
+    assert found["names"][0].startswith("turnkit-worker")
+    assert found["left"] == []

@@ -289,10 +289,27 @@ def app_from_environment() -> ASGIApp:
 
         opened.granted.grant(DEMO_USER, CONFIRM_ANY)
     app = create_app(opened.executor, **app_options)
+    warm_threads(app)
     if sdk is not None:
         traced(app, sdk)
     settle_heap()
     return app
+
+
+def warm_threads(app: FastAPI) -> None:
+    """Make ``app``'s loop hand each call's blocking work to the worker thread that went idle
+    last (``turnkit.server.warm_threads``), from when the app starts."""
+    from turnkit.server.warm_threads import use_warm_threads
+
+    entered = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
+        use_warm_threads()
+        async with entered(app) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
 
 
 def settle_heap() -> None:
