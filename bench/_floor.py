@@ -224,12 +224,7 @@ def mcp_floor_app() -> Any:
 
     def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
         caller = ctx.request_context.request.scope["floor.caller"]  # type: ignore[union-attr]
-        started = time.time()
-        if db.run(CHARGE, (caller, int(started // WINDOW), LIMIT)) != 1:
-            raise ValueError("rate limit reached")
-        result = get_item(sku)
-        db.run(AUDIT, (started, caller, READ_TOOL, "ok", (time.time() - started) * 1000))
-        return result
+        return _charged_read(db, caller, sku, time.time())
 
     server.tool(name=READ_TOOL, description=get_item.__doc__)(bench_get_item)
     app = server.streamable_http_app(json_response=True, stateless_http=True)
@@ -257,12 +252,19 @@ def mcp_floor_one_hop_app() -> Any:
         started = time.time()
         if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
             raise ToolError("unknown, revoked or expired key")
-        caller = f"key:{key[0]}"
-        if db.run(CHARGE, (caller, int(started // WINDOW), LIMIT)) != 1:
-            raise ToolError("rate limit reached")
-        result = get_item(sku)
-        db.run(AUDIT, (started, caller, READ_TOOL, "ok", (time.time() - started) * 1000))
-        return result
+        return _charged_read(db, f"key:{key[0]}", sku, started)
 
     server.tool(name=READ_TOOL, description=get_item.__doc__)(bench_get_item)
     return server.streamable_http_app(json_response=True, stateless_http=True)
+
+
+def _charged_read(db: Store, caller: str, sku: str, started: float) -> dict[str, Any]:
+    """An MCP floor's tool once its caller is known: the charge (an error result when the window
+    has no room), the read, the audit row."""
+    from bench._common import READ_TOOL, get_item
+
+    if db.run(CHARGE, (caller, int(started // WINDOW), LIMIT)) != 1:
+        raise ToolError("rate limit reached")
+    result = get_item(sku)
+    db.run(AUDIT, (started, caller, READ_TOOL, "ok", (time.time() - started) * 1000))
+    return result

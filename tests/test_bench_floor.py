@@ -77,12 +77,16 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
                "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
 
 
-def test_the_mcp_floor_checks_the_key_charges_and_audits(ledger_url, monkeypatch):
+@pytest.mark.parametrize("one_hop", [False, True], ids=["key-in-front", "one-hop"])
+def test_the_mcp_floors_check_the_key_charge_and_audit(ledger_url, monkeypatch, one_hop):
+    """The MCP floor refuses an unknown key with a 401 before the SDK; the one-hop floor, in its
+    tool, with an error result: neither charges nor audits it."""
     monkeypatch.setenv(_floor.FLOOR_DB, ledger_url)
     secret = _floor.make_key(ledger_url)
     store = _floor.store(ledger_url)
+    app = _floor.mcp_floor_one_hop_app() if one_hop else _floor.mcp_floor_app()
     try:
-        with TestClient(_floor.mcp_floor_app(), base_url="http://127.0.0.1:8000") as client:
+        with TestClient(app, base_url="http://127.0.0.1:8000") as client:
             keyed = MCP_HEADERS | {"Authorization": f"Bearer {secret}"}
             answer = client.post("/mcp", json=MCP_CALL, headers=keyed)
             assert answer.status_code == 200, answer.text
@@ -90,7 +94,11 @@ def test_the_mcp_floor_checks_the_key_charges_and_audits(ledger_url, monkeypatch
             assert "Green tea" in answer.text
             unknown = MCP_HEADERS | {"Authorization": "Bearer fk_nobody"}
             refused = client.post("/mcp", json=MCP_CALL, headers=unknown)
-            assert refused.status_code == 401
+            if one_hop:
+                assert refused.json()["result"]["isError"] is True
+                assert "revoked" in refused.text
+            else:
+                assert refused.status_code == 401
         assert store.one("SELECT sum(units) FROM floor_usage", ())[0] == 1
         assert _count(store, "floor_audit") == 1
     finally:
@@ -113,27 +121,6 @@ def test_the_workers_saturated_ratio_is_one_workers_cpu_a_request_over_the_machi
     row = server.ceiling("postgres", "turnkit", rates, splits)
     assert row["value"] == pytest.approx(1.95, abs=0.01)
     assert row["unit"] == "x"
-
-
-def test_the_one_hop_mcp_floor_checks_the_key_charges_and_audits(ledger_url, monkeypatch):
-    monkeypatch.setenv(_floor.FLOOR_DB, ledger_url)
-    secret = _floor.make_key(ledger_url)
-    store = _floor.store(ledger_url)
-    try:
-        with TestClient(_floor.mcp_floor_one_hop_app(), base_url="http://127.0.0.1:8000") as c:
-            keyed = MCP_HEADERS | {"Authorization": f"Bearer {secret}"}
-            answer = c.post("/mcp", json=MCP_CALL, headers=keyed).json()["result"]
-            assert answer["isError"] is False
-            assert "Green tea" in str(answer)
-            unknown = MCP_HEADERS | {"Authorization": "Bearer fk_nobody"}
-            refused = c.post("/mcp", json=MCP_CALL, headers=unknown).json()["result"]
-            assert refused["isError"] is True
-            assert "revoked" in str(refused)
-        assert store.one("SELECT sum(units) FROM floor_usage", ())[0] == 1
-        assert _count(store, "floor_audit") == 1
-    finally:
-        if isinstance(store, _floor.Postgres):
-            store.pool.close()
 
 
 def test_turnkits_steps_straight_keep_a_plain_reads_promises(tmp_path, monkeypatch):

@@ -20,13 +20,7 @@ print(json.dumps({"before": before, "after": gc.get_freeze_count(), "young": gc.
 
 
 def test_a_worker_freezes_what_start_up_built(tmp_path) -> None:
-    options = {"db": str(tmp_path / "ledger.sqlite"), "modules": [], "entry_points": False,
-               "demo": True, "catalogue": None, "permissions": None}  # fmt: skip
-    env = os.environ | {"TURNKIT_SERVE": json.dumps(options)}
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _probe(tmp_path, PROBE)
     assert found["before"] == 0
     assert found["after"] > 10_000  # the libraries' objects, frozen
     assert found["young"] == 0  # collected just before: nothing old left to walk
@@ -53,14 +47,20 @@ print(json.dumps({"pool": pool, "names": names, "left": left}))
 def test_a_worker_hands_its_calls_to_the_thread_that_went_idle_last(tmp_path) -> None:
     """``turnkit serve``'s app makes ``WarmThreads`` its loop's default pool when it starts:
     one call after another runs on one thread; the pool's threads end with the loop."""
-    options = {"db": str(tmp_path / "ledger.sqlite"), "modules": [], "entry_points": False,
-               "demo": True, "catalogue": None, "permissions": None}  # fmt: skip
-    env = os.environ | {"TURNKIT_SERVE": json.dumps(options)}
-    done = subprocess.run([sys.executable, "-c", WARM_PROBE], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _probe(tmp_path, WARM_PROBE)
     assert found["pool"] == "WarmThreads"
     assert len(set(found["names"])) == 1
     assert found["names"][0].startswith("turnkit-worker")
     assert found["left"] == []
+
+
+def _probe(tmp_path, script: str) -> dict:
+    """What ``script`` prints last (JSON), run in a fresh process as a ``turnkit serve`` worker
+    over a demo ledger in ``tmp_path``."""
+    options = {"db": str(tmp_path / "ledger.sqlite"), "modules": [], "entry_points": False,
+               "demo": True, "catalogue": None, "permissions": None}  # fmt: skip
+    env = os.environ | {"TURNKIT_SERVE": json.dumps(options)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
