@@ -39,7 +39,7 @@ def _stat(pid: int) -> tuple[str, int, float] | None:
 
 
 def _parsed(stat: Path) -> tuple[str, int, float] | None:
-    """``(command, parent, CPU seconds, user and system)`` of a process's or a thread's
+    """``(command, parent, CPU seconds: user and system)`` from a process's or a thread's
     ``stat`` file, or None when it is gone."""
     try:
         text = stat.read_text()

@@ -182,6 +182,11 @@ def floor_app() -> FastAPI:
     return app
 
 
+def bearer_of(scope: Any) -> str:
+    """The secret an ASGI request's ``Authorization: Bearer`` header carries ("" without one)."""
+    return dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Bearer ")
+
+
 class KeyCheck:
     """ASGI middleware in front of the SDK's app: the bearer looked up in a worker thread (the
     obvious way: ``anyio.to_thread``) on every request, 401 when unknown, revoked or expired; the
@@ -197,8 +202,7 @@ class KeyCheck:
         import anyio.to_thread
         from starlette.responses import JSONResponse
 
-        header = dict(scope["headers"]).get(b"authorization", b"").decode()
-        digest = hashlib.sha256(header.removeprefix("Bearer ").encode()).hexdigest()
+        digest = hashlib.sha256(bearer_of(scope).encode()).hexdigest()
         key = await anyio.to_thread.run_sync(self.db.one, KEY, (digest,))
         now = time.time()
         if key is None or key[2] is not None or (key[1] is not None and key[1] <= now):
@@ -247,8 +251,7 @@ def mcp_floor_one_hop_app() -> Any:
 
     def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
         scope = ctx.request_context.request.scope  # type: ignore[union-attr]
-        header = dict(scope["headers"]).get(b"authorization", b"").decode()
-        key = db.one(KEY, (hashlib.sha256(header.removeprefix("Bearer ").encode()).hexdigest(),))
+        key = db.one(KEY, (hashlib.sha256(bearer_of(scope).encode()).hexdigest(),))
         started = time.time()
         if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
             raise ToolError("unknown, revoked or expired key")

@@ -143,6 +143,7 @@ def mcp_straight_app() -> Any:
     from mcp.server import MCPServer
 
     from bench._common import READ_TOOL, get_item
+    from bench._floor import bearer_of
     from bench.profile_server import turnkit_app
 
     run = straight(turnkit_app(os.environ[STRAIGHT_DB]))
@@ -150,9 +151,8 @@ def mcp_straight_app() -> Any:
 
     def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
         scope = ctx.request_context.request.scope  # type: ignore[union-attr]
-        header = dict(scope["headers"]).get(b"authorization", b"").decode()
         try:
-            answer = run(header.removeprefix("Bearer "), {"sku": sku})
+            answer = run(bearer_of(scope), {"sku": sku})
         except ValueError as refused:  # the key is refused: an error result, as the floors
             raise ToolError(str(refused)) from None
         return answer.result  # type: ignore[no-any-return]
