@@ -489,3 +489,52 @@ async def test_a_run_cancelled_just_before_its_handler_releases_the_key(ledger, 
     assert ledger.get_idempotency(alice.identity, "lab.get_thing", "k") is None
     assert runs == []
     executor.close()
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["answered", "timed out"])
+async def test_a_sync_handler_called_from_the_loop_leaves_no_cycle_for_the_collector(
+    slow, expect_errors
+):
+    """On a ledger that does not block, a sync handler's call is handed to the handler pool from
+    the loop. It leaves nothing only the garbage collector can free (with hundreds of turns
+    alive, such leftovers made full collections longer and more frequent), whether the handler
+    answered in time or after its timeout."""
+    import gc
+    from concurrent.futures import Future
+
+    from turnkit import MemoryLedger, Settings
+
+    if slow:
+        expect_errors("'lab.get_thing': handler ran longer than 0.05 s")
+    finished = threading.Event()
+
+    def handler(input: dict, ctx: Any) -> dict:
+        if slow:
+            time.sleep(0.2)
+        finished.set()
+        return {"thing": 1}
+
+    class Module(_Module):
+        def api_tools(self) -> list[dict[str, Any]]:
+            return [{**super().api_tools()[0], "handler": handler}]
+
+    executor = Executor(Registry([Module()]), ledger=MemoryLedger(),
+                        permissions=lambda c: {"lab.view"},
+                        settings=Settings(handler_timeout=0.05 if slow else 5))  # fmt: skip
+    call = lambda: executor.aexecute(Caller.session("alice"), "lab.get_thing", {})  # noqa: E731
+    await call()  # the first call's one-off objects (the pool's thread) are not counted
+    finished.clear()
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        answer = await call()
+        assert await asyncio.to_thread(finished.wait, 5)
+        await asyncio.sleep(0.05)  # the late handler's callback has run
+        gc.collect()
+        left = [type(o).__qualname__ for o in gc.garbage if isinstance(o, Future | asyncio.Future)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        executor.close()
+    assert ("error" in answer) is slow
+    assert left == []

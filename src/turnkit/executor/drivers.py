@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import inspect
 import logging
 import threading
@@ -428,7 +427,7 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
     deadline = time.monotonic() + effect.timeout
     future = _hand_over(effect, env.handler_pool)
     waiter: asyncio.Future[Any] = loop.create_future()
-    future.add_done_callback(functools.partial(_hand_back, loop, waiter))
+    future.add_done_callback(_HandBack(loop, waiter))
     timer = loop.call_later(effect.timeout, _settle, waiter, None)
     try:
         done = await waiter  # the handler's finished future, or None when its time was up
@@ -454,12 +453,28 @@ async def _run_in_pool(steps: Steps[Any], effect: RunHandler, env: Environment) 
         raise
 
 
-def _hand_back(
-    loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Future[Any]
-) -> None:
-    """In the pool's thread, the handler finished: settle ``waiter`` with it on the loop."""
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        loop.call_soon_threadsafe(_settle, waiter, done)
+class _HandBack:
+    """The handler pool's callback: in the pool's thread, the handler finished, so settle the
+    awaiting run's ``waiter`` with its future on the loop.
+
+    It lets go of ``waiter`` once called. A ``concurrent.futures.Future`` keeps its callbacks
+    after running them, and ``waiter`` holds the future as its result: kept, the callback would
+    close a cycle (future, callback, waiter, future) that only the garbage collector frees: ~14
+    objects a call, which outlive young collections (measured: 500 concurrent turns left ~7,000
+    for the older generations to free, the six-step shape none)."""
+
+    __slots__ = ("loop", "waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
+        self.loop: asyncio.AbstractEventLoop = loop
+        self.waiter: asyncio.Future[Any] | None = waiter
+
+    def __call__(self, done: Future[Any]) -> None:
+        waiter, self.waiter = self.waiter, None
+        if waiter is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self.loop.call_soon_threadsafe(_settle, waiter, done)
 
 
 def _settle(waiter: asyncio.Future[Any], value: Any) -> None:
