@@ -523,6 +523,7 @@ async def test_a_sync_handler_called_from_the_loop_leaves_no_cycle_for_the_colle
                         settings=Settings(handler_timeout=0.05 if slow else 5))  # fmt: skip
     call = lambda: executor.aexecute(Caller.session("alice"), "lab.get_thing", {})  # noqa: E731
     await call()  # the first call's one-off objects (the pool's thread) are not counted
+    assert await asyncio.to_thread(finished.wait, 5)  # its handler is done, however late
     finished.clear()
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)
