@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from turnkit.registry.pointers import segment
+from turnkit.registry.pointers import pointer
 
 __all__ = ["INT_MAX", "INT_MIN", "MAX_DEPTH", "json_problem"]
 
@@ -27,6 +27,11 @@ INT_MAX: Final = 2**63 - 1
 """The largest integer accepted: a signed 64-bit integer."""
 
 _SHOWN = 120
+
+_Where = tuple["_Where", str | int] | None
+"""Where an item sits: its container's ``_Where`` and its key or index (None: the root). Kept
+as a chain, and written as a path only for the item a problem is reported at: building each
+item's path string as the walk went cost more than the check itself."""
 
 
 def json_problem(
@@ -47,35 +52,35 @@ def json_problem(
         >>> json_problem({"a": [1, 2.5, None, "x"]}) is None
         True
     """
-    stack: list[tuple[object, int, str]] = [(value, 1, "")]
+    stack: list[tuple[object, int, _Where]] = [(value, 1, None)]
     while stack:
-        item, depth, path = stack.pop()
+        item, depth, where = stack.pop()
         if item is None or isinstance(item, str | bool):
             continue
         if isinstance(item, int):
             if not INT_MIN <= item <= INT_MAX:
-                return f"{_at(path)}the integer {_digits(item)} is outside the 64-bit range" + (
+                return f"{_at(where)}the integer {_digits(item)} is outside the 64-bit range" + (
                     f" ({INT_MIN} to {INT_MAX})"
                 )
         elif isinstance(item, float):
             if not math.isfinite(item):
-                return f"{_at(path)}{item!r} is not a finite number"
+                return f"{_at(where)}{item!r} is not a finite number"
         elif isinstance(item, dict | list | tuple):
             if depth > max_depth:
                 if _circular(value):
                     return "the data refers to itself (a circular reference)"
-                return f"{_at(path)}the data nests deeper than {max_depth} levels"
+                return f"{_at(where)}the data nests deeper than {max_depth} levels"
             if isinstance(item, dict):
                 for key, inner in item.items():
                     if not isinstance(key, str):
-                        return f"{_at(path)}the object key {key!r:.40} is not a string"
-                    stack.append((inner, depth + 1, f"{path}/{segment(key)}"))
+                        return f"{_at(where)}the object key {key!r:.40} is not a string"
+                    stack.append((inner, depth + 1, (where, key)))
             else:
-                stack.extend((inner, depth + 1, f"{path}/{i}") for i, inner in enumerate(item))
+                stack.extend((inner, depth + 1, (where, i)) for i, inner in enumerate(item))
         else:
             problem = f"{type(item).__name__} is not JSON data" if other is None else other(item)
             if problem is not None:
-                return f"{_at(path)}{problem}"
+                return f"{_at(where)}{problem}"
     return None
 
 
@@ -95,6 +100,12 @@ def _digits(number: int) -> str:
     return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} digits)"
 
 
-def _at(path: str) -> str:
+def _at(where: _Where) -> str:
+    """``at <JSON pointer>: `` of the item ``where`` leads to, cut at ``_SHOWN`` characters."""
+    steps: list[str | int] = []
+    while where is not None:
+        where, step = where
+        steps.append(step)
+    path = pointer(reversed(steps))
     shown = path if len(path) <= _SHOWN else path[:_SHOWN] + "…"
     return f"at {shown or '(root)'}: "
