@@ -295,19 +295,22 @@ def _renamed(cid: str, taken: set[str]) -> str:
     return f"{cid}-{n}"
 
 
+_PART_REPLACEMENTS: dict[str, Callable[[AIMessage], Any]] = {
+    "content": lambda message: message.text,  # made only when needed: ``text`` is not free
+    "additional_kwargs": lambda _: {},
+    "response_metadata": lambda _: {},
+    "usage_metadata": lambda _: None,
+}
+"""What replaces each part of a reply that could not be stored (a fresh value each time)."""
+
+
 def _unstorable_parts(
     message: AIMessage, checkpoint_problem: Callable[[object], str | None]
 ) -> dict[str, Any]:
     """Replacements for the parts of ``message`` that a checkpointer could not store: the
     content becomes its plain text, metadata is dropped."""
-    replacements: dict[str, Any] = {
-        "content": message.text,
-        "additional_kwargs": {},
-        "response_metadata": {},
-        "usage_metadata": None,
-    }
     replaced: dict[str, Any] = {}
-    for field, replacement in replacements.items():
+    for field, replacement in _PART_REPLACEMENTS.items():
         value = getattr(message, field)
         if isinstance(value, str) or not value:
             continue
@@ -315,5 +318,5 @@ def _unstorable_parts(
         if problem is None:
             continue
         log.warning("the model's reply had %s that cannot be stored (%s): dropped", field, problem)
-        replaced[field] = replacement
+        replaced[field] = replacement(message)
     return replaced
