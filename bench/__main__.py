@@ -4,8 +4,9 @@
 From the repository root. ``--quick`` runs fewer turns, rounds and calls (a smoke pass of a
 minute or so); the full run takes a few minutes. PostgreSQL rows need
 ``TURNKIT_BENCH_POSTGRES_URL`` (or ``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped
-with a note. Ratios compare with a peer measured in the same run (see each scenario's docstring);
-nothing here asserts an absolute time. Each scenario runs in a fresh Python process, so one
+with a note; so are the ``instructions`` rows without valgrind (they count instructions under
+callgrind, ~8 minutes of the full run: ``--only`` leaves them out). Ratios compare with a peer
+measured in the same run (see each scenario's docstring); nothing here asserts an absolute time. Each scenario runs in a fresh Python process, so one
 scenario's leftovers (a bigger heap: longer garbage collections) do not weigh on the next.
 
 ``--repeat N`` runs the selection N times, the scenarios in turn within each time (a slow spell
@@ -39,6 +40,7 @@ from bench import (
     concurrency,
     fit,
     for_model,
+    instructions,
     scale_out,
     server,
     tracing,
@@ -89,6 +91,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fit": fit.run,
     "checkpoint_growth": checkpoint_growth.run,
     "concurrency": concurrency.run,
+    "instructions": instructions.run,
     "server": server.run,
     "scale_out": scale_out.run,
     "tracing": tracing.run,
