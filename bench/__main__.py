@@ -1,13 +1,14 @@
 """Run every benchmark and print one table: ``python -m bench [--quick] [--only NAME ...]
 [--repeat N]``.
 
-From the repository root. ``--quick`` runs fewer turns, rounds and calls (a smoke pass of a
-minute or so); the full run takes a few minutes. PostgreSQL rows need
-``TURNKIT_BENCH_POSTGRES_URL`` (or ``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped
-with a note; so are the ``instructions`` rows without valgrind (they count instructions under
-callgrind, ~8 minutes of the full run: ``--only`` leaves them out). Ratios compare with a peer
-measured in the same run (see each scenario's docstring); nothing here asserts an absolute time. Each scenario runs in a fresh Python process, so one
-scenario's leftovers (a bigger heap: longer garbage collections) do not weigh on the next.
+From the repository root. ``--quick`` runs fewer turns, rounds and calls (a smoke pass of a minute
+or so); the full run takes a few minutes. PostgreSQL rows need ``TURNKIT_BENCH_POSTGRES_URL`` (or
+``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped with a note; so are the
+``instructions`` rows without valgrind (they count instructions under callgrind, ~8 minutes of the
+full run: ``--only`` leaves them out). Ratios compare with a peer measured in the same run (see each
+scenario's docstring); nothing here asserts an absolute time. Each scenario runs in a fresh Python
+process, so one scenario's leftovers (a bigger heap: longer garbage collections) do not weigh on the
+next.
 
 ``--repeat N`` runs the selection N times, the scenarios in turn within each time (a slow spell
 of a shared machine then falls on one run of each, not on every run of one), and prints one table

@@ -2,26 +2,28 @@
 six-step shape's, in a figure no load on the shared machine moves.
 
 ``concurrency.py``'s ratio of CPU seconds (``turnkit sync ÷ shape``) moves by ±0.05 from run to
-run on these machines, as much as the target's whole margin. Instructions do not: callgrind
-counts every instruction the process executes (every thread, the garbage collector included),
-the same for the same program and input whatever else the machine is doing (two runs of 500
-turns here differed by 0.1 %). Each contender of ``concurrency.py`` (turnkit with its default
-``sync`` durability, the six-step shape with turnkit's work removed, ``create_agent``) runs
-twice under callgrind, each time in a fresh process: its warm-up alone, then the same warm-up
-and 500 concurrent turns on a 50 ms model. The difference over 500 is its instructions per
-turn. What a count of instructions cannot see is time lost to cache misses and to threads
-waiting on each other: the CPU-seconds row in ``concurrency.py`` carries those.
+run on these machines, as much as the target's whole margin. Instructions do not: callgrind counts
+every instruction the process executes (every thread, the garbage collector included), the same
+for the same program and input whatever else the machine is doing (runs of 500 turns here differ
+by 0.1-0.3 %, as threads interleave; string hashes are fixed). Each contender of
+``concurrency.py`` (turnkit with its default ``sync`` durability, the six-step shape with
+turnkit's work removed, ``create_agent``) runs twice under callgrind, each time in a fresh
+process: its warm-up alone, then the same warm-up and 500 concurrent turns on a 50 ms model. The
+difference over 500 is its instructions per turn. What a count of instructions cannot see is time
+lost to cache misses and to threads waiting on each other: the CPU-seconds row in
+``concurrency.py`` carries those.
 
     .venv/bin/python bench/instructions.py [--quick]
 
 Needs ``valgrind`` (Debian's package); without it the rows are skipped with a note. A process
-runs ~50x slower under callgrind: the full run takes ~10 minutes, ``--quick`` (150 turns) ~4.
+runs ~50x slower under callgrind: the full run takes 6-8 minutes, ``--quick`` (150 turns) ~4.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import re
 import shutil
 import subprocess
@@ -71,6 +73,7 @@ def instructions(command: list[str]) -> int:
     """The instructions ``command`` executes, all its threads, counted by callgrind."""
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+        env={**os.environ, "PYTHONHASHSEED": "0"},  # the same hashes, so the same dict probes
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
