@@ -13,6 +13,13 @@ difference over 500 is its instructions per turn. What a count of instructions c
 lost to cache misses and to threads waiting on each other: the CPU-seconds row in
 ``concurrency.py`` carries those.
 
+The same count for MCP ``tools/call`` (``server.py``'s MCP rows): each server under callgrind,
+started twice (warm-up calls alone; warm-up and 200 more ``tools/call`` through the SDK's
+client), the difference per call counted in the server's process: turnkit's ``/mcp`` (``turnkit
+serve`` on a SQLite ledger), the SDK's ``MCPServer`` without governance, and the MCP floor (the
+same promises written by hand around ``MCPServer``, ``_floor.mcp_floor_app``). A count leaves out
+the kernel's time (the socket, SQLite's writes), the same for turnkit and the floor.
+
     .venv/bin/python bench/instructions.py [--quick]
 
 Needs ``valgrind`` (Debian's package); without it the rows are skipped with a note. A process
@@ -28,7 +35,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +49,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from bench import concurrency
+from bench import _floor, concurrency, server
 
 SCENARIO = "instructions"
 CONTENDERS: dict[str, concurrency.Factory] = {
@@ -48,6 +59,12 @@ CONTENDERS: dict[str, concurrency.Factory] = {
 }
 COUNTED = re.compile(r"^==\d+== Collected : (\d+)$", re.MULTILINE)
 NOTE = "instruction rows skipped: valgrind is not installed (Debian's package valgrind)"
+CALLGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+FIXED_HASHES = {"PYTHONHASHSEED": "0"}
+"""The children's environment: the same string hashes, so the same dict probes, in every run."""
+MCP_WARMUP, MCP_CALLS, QUICK_MCP_CALLS = 20, 200, 60
+MCP_START = 600.0
+"""Seconds a server under callgrind may take to answer (it imports ~50x slower), or to stop."""
 
 
 def turns_in_this_process(case: str, turns: int) -> None:
@@ -72,8 +89,8 @@ def turns_in_this_process(case: str, turns: int) -> None:
 def instructions(command: list[str]) -> int:
     """The instructions ``command`` executes, all its threads, counted by callgrind."""
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
-        env={**os.environ, "PYTHONHASHSEED": "0"},  # the same hashes, so the same dict probes
+        [*CALLGRIND, *command],
+        env=os.environ | FIXED_HASHES,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -94,10 +111,15 @@ def per_turn(case: str, turns: int) -> float:
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Instructions per turn of each contender, and turnkit ÷ shape against ``OWN_WORK``."""
+    """The turns' rows (``turn_rows``) and MCP's (``mcp_rows``); none without valgrind."""
     if shutil.which("valgrind") is None:
         print(NOTE, file=sys.stderr)
         return []
+    return turn_rows(quick) + mcp_rows(quick)
+
+
+def turn_rows(quick: bool) -> list[dict[str, Any]]:
+    """Instructions per turn of each contender, and turnkit ÷ shape against ``OWN_WORK``."""
     turns = concurrency.QUICK_TURNS if quick else concurrency.TURNS
     counts = {case: per_turn(case, turns) for case in CONTENDERS}
     rows = [
@@ -128,6 +150,118 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             )
         )
     return rows
+
+
+# --- MCP tools/call: the instructions a server executes per call ---------------------------------
+
+
+@contextmanager
+def counted_server(
+    command: list[str], ready: str, env: dict[str, str]
+) -> Iterator[tuple[str, Any]]:
+    """``command`` (given ``{port}``) under callgrind, its base URL once ``ready`` answers, and a
+    function that stops it and returns the instructions it executed."""
+    port = server._free_port()
+    handle, log = tempfile.mkstemp(prefix="turnkit-callgrind-", suffix=".log")
+    os.close(handle)
+    argv = [*CALLGRIND, f"--log-file={log}", *(part.format(port=port) for part in command)]
+    env = os.environ | {"PYTHONPATH": str(server.ROOT)} | FIXED_HASHES | env
+    process = subprocess.Popen(argv, cwd=server.ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+
+    def stop() -> int:
+        process.terminate()
+        process.wait(MCP_START)
+        text = Path(log).read_text()
+        found = COUNTED.search(text)
+        if found is None:
+            raise RuntimeError(f"callgrind gave no count for {command}: {text[-2000:]}")
+        return int(found.group(1))
+
+    try:
+        deadline = time.monotonic() + MCP_START
+        while not _answers(url + ready):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{command} did not start under callgrind: see {log}")
+            time.sleep(0.5)
+        yield url, stop
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        Path(log).unlink(missing_ok=True)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return server.httpx.get(url, timeout=5).status_code < 500
+    except server.httpx.TransportError:
+        return False
+
+
+def served_instructions(command: list[str], ready: str, env: dict[str, str],
+                        headers: dict[str, str], calls: int) -> int:  # fmt: skip
+    """The instructions a server executes from its start to its stop, with ``MCP_WARMUP`` and
+    ``calls`` more ``tools/call`` made meanwhile through the SDK's client."""
+    with counted_server(command, ready, env) as (url, stop):
+        asyncio.run(_mcp_calls(f"{url}/mcp", headers, MCP_WARMUP + calls))
+        return stop()
+
+
+async def _mcp_calls(url: str, headers: dict[str, str], calls: int) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=120))
+        client = await stack.enter_async_context(
+            Client(streamable_http_client(url, http_client=http))
+        )
+        call = server._mcp_call(client, url, server.MODEL_NAME)
+        for _ in range(calls):
+            await call()
+
+
+def mcp_rows(quick: bool) -> list[dict[str, Any]]:
+    """Instructions per MCP ``tools/call`` in turnkit's server, ``MCPServer`` and the MCP floor;
+    turnkit ÷ ``MCPServer`` against ``server.MCP_TARGET``, and the floor ÷ ``MCPServer``."""
+    calls = QUICK_MCP_CALLS if quick else MCP_CALLS
+    with tempfile.TemporaryDirectory(prefix="turnkit-bench-") as folder:
+        ledger, floor_db = f"{folder}/ledger.sqlite", f"{folder}/floor.sqlite"
+        secret, floor_secret = server.prepared(ledger), _floor.make_key(floor_db)
+        contenders = {  # name: (command, ready path, environment, headers)
+            "turnkit": (server.turnkit_command(ledger, 1), "/healthz", {},
+                        {"Authorization": f"Bearer {secret}"}),
+            "MCPServer": (server.uvicorn_command("bench.server:mcp_peer_app"), "/not-served",
+                          {}, {}),
+            "MCP floor": (server.uvicorn_command("bench._floor:mcp_floor_app"), "/not-served",
+                          {_floor.FLOOR_DB: floor_db}, {"Authorization": f"Bearer {floor_secret}"}),
+        }  # fmt: skip
+        per_call = {}
+        for name, (command, ready, env, headers) in contenders.items():
+            with ThreadPoolExecutor(2) as pool:
+                counts = [
+                    pool.submit(served_instructions, command, ready, env, headers, n)
+                    for n in (0, calls)
+                ]
+                alone, loaded = (count.result() for count in counts)
+            per_call[name] = (loaded - alone) / calls
+    base = per_call["MCPServer"]
+    own = per_call["turnkit"] / base
+    return [
+        _common.row(SCENARIO, "MCP tools/call: turnkit /mcp, instructions per call (÷ MCPServer)",
+                    per_call["turnkit"] / 1e3, "k", ratio=own, target=f"<= {server.MCP_TARGET:g}x",
+                    met=round(own, 2) <= server.MCP_TARGET),
+        _common.row(SCENARIO, "MCP tools/call: SDK MCPServer, instructions per call", base / 1e3,
+                    "k"),
+        _common.row(SCENARIO, "MCP tools/call: MCP floor, instructions per call (÷ MCPServer)",
+                    per_call["MCP floor"] / 1e3, "k", ratio=per_call["MCP floor"] / base),
+        _common.row(SCENARIO, "MCP tools/call: turnkit ÷ MCP floor, instructions per call",
+                    per_call["turnkit"] / 1e3, "k",
+                    ratio=per_call["turnkit"] / per_call["MCP floor"]),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def test_the_rows_give_each_count_and_turnkits_own_work_against_its_target(monke
     counts = {"turnkit sync": 18.0e6, "shape": 17.2e6, "create_agent": 14.0e6}
     monkeypatch.setattr(instructions.shutil, "which", lambda name: "/usr/bin/valgrind")
     monkeypatch.setattr(instructions, "per_turn", lambda case, turns: counts[case])
-    rows = {row["case"]: row for row in instructions.run(quick=True)}
+    rows = {row["case"]: row for row in instructions.turn_rows(quick=True)}
     own = rows["turnkit sync: instructions per turn (÷ shape: the price of turnkit's own work)"]
     assert own["ratio"] == pytest.approx(18.0 / 17.2)
     assert (own["target"], own["met"]) == ("<= 1.05x", True)
@@ -58,8 +59,49 @@ def test_the_rows_give_each_count_and_turnkits_own_work_against_its_target(monke
     assert shape["ratio"] == pytest.approx(17.2 / 14)
     assert rows["create_agent: instructions per concurrent turn"]["value"] == 14_000
     counts["turnkit sync"] = 18.2e6  # 1.058x
-    missed = {row["case"]: row for row in instructions.run(quick=True)}
+    missed = {row["case"]: row for row in instructions.turn_rows(quick=True)}
     assert missed[own["case"]]["met"] is False
+
+
+@needs_valgrind
+def test_a_server_under_callgrind_answers_and_is_counted_when_stopped():
+    command = [sys.executable, "-S", "-m", "http.server", "{port}", "--bind", "127.0.0.1"]
+    with instructions.counted_server(command, "/", {}) as (url, stop):
+        assert httpx.get(url + "/").status_code == 200
+        assert stop() > 1_000_000
+
+
+@needs_valgrind
+def test_a_server_that_cannot_start_under_callgrind_says_so():
+    command = [sys.executable, "-S", "-c", "raise SystemExit(3)"]
+    refused = pytest.raises(RuntimeError, match="did not start under callgrind")
+    with refused, instructions.counted_server(command, "/", {}):
+        pass
+
+
+def test_the_mcp_rows_give_each_server_per_call_and_turnkit_against_mcps_target(monkeypatch):
+    per_call = {  # by a word of each server's command line
+        "serve": 7.0e6,
+        "bench.server:mcp_peer_app": 6.0e6,
+        "bench._floor:mcp_floor_app": 6.9e6,
+    }
+    start = 50e6
+
+    def counted(command, ready, env, headers, calls):
+        (word,) = (word for word in per_call if word in command)
+        return start + calls * per_call[word]
+
+    monkeypatch.setattr(instructions, "served_instructions", counted)
+    rows = {row["case"]: row for row in instructions.mcp_rows(quick=True)}
+    ours = rows["MCP tools/call: turnkit /mcp, instructions per call (÷ MCPServer)"]
+    assert ours["value"] == pytest.approx(7_000)
+    assert ours["ratio"] == pytest.approx(7 / 6)
+    assert (ours["target"], ours["met"]) == ("<= 1.2x", True)
+    floor = rows["MCP tools/call: MCP floor, instructions per call (÷ MCPServer)"]
+    assert floor["ratio"] == pytest.approx(6.9 / 6)
+    assert rows["MCP tools/call: turnkit ÷ MCP floor, instructions per call"]["ratio"] == (
+        pytest.approx(7 / 6.9)
+    )
 
 
 def test_without_valgrind_the_rows_are_skipped_with_what_to_install(monkeypatch, capsys):
