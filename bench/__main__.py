@@ -3,12 +3,11 @@
 
 From the repository root. ``--quick`` runs fewer turns, rounds and calls (a smoke pass of a minute
 or so); the full run takes a few minutes. PostgreSQL rows need ``TURNKIT_BENCH_POSTGRES_URL`` (or
-``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped with a note; so are the
-``instructions`` rows without valgrind (they count instructions under callgrind, ~8 minutes of the
-full run: ``--only`` leaves them out). Ratios compare with a peer measured in the same run (see each
-scenario's docstring); nothing here asserts an absolute time. Each scenario runs in a fresh Python
-process, so one scenario's leftovers (a bigger heap: longer garbage collections) do not weigh on the
-next.
+``TURNKIT_TEST_POSTGRES_URL``); without either they are skipped with a note. The ``instructions``
+rows (counted under valgrind's callgrind, ~15 minutes) run only when ``--only`` names them. Ratios
+compare with a peer measured in the same run (see each scenario's docstring); nothing here asserts
+an absolute time. Each scenario runs in a fresh Python process, so one scenario's leftovers (a
+bigger heap: longer garbage collections) do not weigh on the next.
 
 ``--repeat N`` runs the selection N times, the scenarios in turn within each time (a slow spell
 of a shared machine then falls on one run of each, not on every run of one), and prints one table
@@ -99,6 +98,11 @@ SCENARIOS: dict[str, Scenario] = {
     "upstream": upstream.run,
 }
 
+ON_REQUEST = {"instructions"}
+"""Scenarios run only when ``--only`` names them: ``instructions`` takes ~15 minutes under
+valgrind, longer than every other scenario together."""
+DEFAULT = [name for name in SCENARIOS if name not in ON_REQUEST]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(1, args.repeat + 1):
         rows: list[dict[str, Any]] = []
         for name in SCENARIOS:
-            if args.only and name not in args.only:
+            if name not in (args.only or DEFAULT):
                 continue
             which = f" (run {run} of {args.repeat})" if args.repeat > 1 else ""
             print(f"running {name}{which} ...", file=sys.stderr, flush=True)

@@ -23,7 +23,8 @@ the kernel's time (the socket, SQLite's writes), the same for turnkit and the fl
     .venv/bin/python bench/instructions.py [--quick]
 
 Needs ``valgrind`` (Debian's package); without it the rows are skipped with a note. A process
-runs ~50x slower under callgrind: the full run takes 6-8 minutes, ``--quick`` (150 turns) ~4.
+runs ~50x slower under callgrind: the turns take 6-8 minutes (``--quick``: 150 turns, ~4), the
+MCP calls as long again (``--quick``: 60 calls).
 """
 
 from __future__ import annotations

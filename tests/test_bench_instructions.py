@@ -108,3 +108,11 @@ def test_without_valgrind_the_rows_are_skipped_with_what_to_install(monkeypatch,
     monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
     assert instructions.run(quick=True) == []
     assert "valgrind is not installed" in capsys.readouterr().err
+
+
+def test_python_m_bench_counts_only_when_asked():
+    from bench.__main__ import DEFAULT, SCENARIOS
+
+    assert "instructions" in SCENARIOS
+    assert "instructions" not in DEFAULT  # ~15 minutes under valgrind: --only instructions
+    assert "concurrency" in DEFAULT
