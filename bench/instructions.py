@@ -3,15 +3,15 @@ six-step shape's, in a figure no load on the shared machine moves.
 
 ``concurrency.py``'s ratio of CPU seconds (``turnkit sync ÷ shape``) moves by ±0.05 from run to
 run on these machines, as much as the target's whole margin. Instructions do not: callgrind counts
-every instruction the process executes (every thread, the garbage collector included), the same
-for the same program and input whatever else the machine is doing (runs of 500 turns here differ
-by 0.1-0.3 %, as threads interleave; string hashes are fixed). Each contender of
-``concurrency.py`` (turnkit with its default ``sync`` durability, the six-step shape with
-turnkit's work removed, ``create_agent``) runs twice under callgrind, each time in a fresh
-process: its warm-up alone, then the same warm-up and 500 concurrent turns on a 50 ms model. The
-difference over 500 is its instructions per turn. What a count of instructions cannot see is time
-lost to cache misses and to threads waiting on each other: the CPU-seconds row in
-``concurrency.py`` carries those.
+every instruction the process executes (every thread, the garbage collector included), and its
+ratios hold whatever else the machine is doing: four runs of 500 turns gave turnkit ÷ shape
+1.047-1.048x, one of them beside other work, where every count rose ~1.4 % (the turns interleave
+differently with the model's 50 ms; string hashes are fixed). Each contender of ``concurrency.py``
+(turnkit with its default ``sync`` durability, the six-step shape with turnkit's work removed,
+``create_agent``) runs twice under callgrind, each time in a fresh process: its warm-up alone,
+then the same warm-up and 500 concurrent turns on a 50 ms model. The difference over 500 is its
+instructions per turn. What a count of instructions cannot see is time lost to cache misses and to
+threads waiting on each other: the CPU-seconds row in ``concurrency.py`` carries those.
 
 The same count for MCP ``tools/call`` (``server.py``'s MCP rows): each server under callgrind,
 started twice (warm-up calls alone; warm-up and 200 more ``tools/call`` through the SDK's
