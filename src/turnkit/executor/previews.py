@@ -10,7 +10,6 @@ call held all the same, its preview "unavailable" with the reason.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -23,6 +22,7 @@ from turnkit.ledger.records import Preview
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.json_limits import json_problem
+from turnkit.registry.json_text import compact
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Quorum, Tool
 
@@ -57,7 +57,7 @@ def _bounded(tool: Tool, outcome: HandlerOutcome, settings: Settings) -> Preview
     if problem is not None:
         log.warning("the preview of %r is not JSON data: %s", tool.name, problem)
         return Preview(unavailable=f"it was not JSON data: {problem}"[:300])
-    text = json.dumps(outcome.value, ensure_ascii=False, separators=(",", ":"))
+    text = compact(outcome.value)
     limit = settings.agent_tool_result_chars
     if len(text) > limit:
         return Preview(value=text[:limit], truncated=True)

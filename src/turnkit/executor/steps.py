@@ -17,6 +17,7 @@ from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.control import CONTROL_FIELDS, CONTROL_TYPES
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
+from turnkit.registry.json_text import canonical
 from turnkit.registry.schema import VIOLATIONS_SHOWN
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Quorum, Tool
@@ -69,9 +70,7 @@ def plain_text(value: str) -> bool:
 
 def canonical_json(value: object) -> str:
     """Compact JSON with sorted keys: the form inputs are hashed and sized in."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return canonical(value)
 
 
 def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Refused | None, str]:

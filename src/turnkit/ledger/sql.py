@@ -8,6 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from turnkit.registry.json_text import ascii_compact
+
 __all__ = ["Statements", "dump", "load", "text"]
 
 
@@ -26,7 +28,7 @@ class Statements(Protocol):
 
 def dump(value: Any) -> str:
     """JSON text safe for any database: ASCII, so lone surrogates and NUL travel escaped."""
-    return json.dumps(value, separators=(",", ":"))
+    return ascii_compact(value)
 
 
 def load(text: str | None) -> Any:

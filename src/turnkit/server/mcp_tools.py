@@ -14,7 +14,6 @@ over REST, with rights checked now.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ from turnkit.executor.executor import Executor
 from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, iso
 from turnkit.registry.caller import Caller
+from turnkit.registry.json_text import compact
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Annotations, Tool
@@ -222,7 +222,7 @@ class McpTools:
             return _error_result(Refused("not_found", message))
         status = _confirmation_status(found)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_json(status))],
+            content=[types.TextContent(type="text", text=compact(status))],
             structured_content=status,
         )
 
@@ -282,7 +282,7 @@ def _result(
     match answer:
         case Ran(result=result):
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=_json(result))],
+                content=[types.TextContent(type="text", text=compact(result))],
                 structured_content=result if structured else None,
             )
         case Held(confirmation_id=confirmation_id, expires_at=expires_at):
@@ -301,10 +301,10 @@ def _result(
         case Refused():
             return _error_result(answer)
         case DryRun():  # what the call would do; nothing was done
-            text = _json(answer.to_json())
+            text = compact(answer.to_json())
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
     return types.CallToolResult(  # a rejection or a replay of one: the answer as it stands
-        content=[types.TextContent(type="text", text=_json(answer.to_json()))], is_error=True
+        content=[types.TextContent(type="text", text=compact(answer.to_json()))], is_error=True
     )
 
 
@@ -336,7 +336,3 @@ def _confirmation_status(confirmation: Confirmation) -> dict[str, Any]:
         "decided_at": None if confirmation.decided_at is None else iso(confirmation.decided_at),
         "outcome": confirmation.outcome,
     }
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -7,7 +7,6 @@ answer, fitted to ``agent_tool_result_chars``.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -21,6 +20,7 @@ from langchain_core.messages import (
 
 from turnkit.executor.answers import Answer, ErrorCode, Held, Refused, stored_outcome
 from turnkit.ledger import Confirmation
+from turnkit.registry.json_text import compact
 from turnkit.registry.names import model_name
 from turnkit.turn.state import RoundAnswer
 from turnkit.turn.tools import fit_text, held_result
@@ -80,7 +80,7 @@ def answered(answer: Answer, limit: int) -> RoundAnswer:
 def error_answer(code: ErrorCode, text: str, **details: Any) -> RoundAnswer:
     """An error answer from a template's ``text`` (short: never fitted)."""
     error = Refused(code, text, details)
-    return RoundAnswer(content=_compact(error.to_json()), status="error")
+    return RoundAnswer(content=compact(error.to_json()), status="error")
 
 
 def tool_message(
@@ -127,10 +127,6 @@ def call_ids(ai: AIMessage) -> list[str]:
     ``invalid_tool_calls`` (the order in which LangChain sends them back to a model)."""
     ids = [call.get("id") or "" for call in ai.tool_calls]
     return ids + [bad.get("id") or "" for bad in ai.invalid_tool_calls]
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def last_ai(messages: list[AnyMessage]) -> AIMessage | None:

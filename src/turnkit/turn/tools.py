@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from turnkit.registry.control import CONTROL_FIELDS
+from turnkit.registry.json_text import COMPACT, compact
 from turnkit.registry.names import model_name, model_names
 from turnkit.registry.tool import Tool
 
@@ -82,10 +83,6 @@ def arguments(args: object) -> dict[str, Any] | None:
     return {key: value for key, value in args.items() if key not in CONTROL_FIELDS}
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def fit(result: Any, limit: int) -> Any:
     """``result`` when its compact JSON (non-ASCII kept) is at most ``limit`` characters, else
     ``{"truncated": true, "partial": <a prefix of that JSON>, "hint": ...}`` whose JSON fits too.
@@ -104,7 +101,7 @@ def fit_text(result: Any, limit: int) -> str:
         ValueError: ``limit`` is below ``FIT_MINIMUM``.
     """
     text, truncated = _fit(result, limit)
-    return text if truncated is None else _compact(truncated)
+    return text if truncated is None else compact(truncated)
 
 
 def _fit(result: Any, limit: int) -> tuple[str, dict[str, Any] | None]:
@@ -114,19 +111,18 @@ def _fit(result: Any, limit: int) -> tuple[str, dict[str, Any] | None]:
     if _surely_longer(result, limit):  # encode only the beginning: 10 MB costs ~1 ms, not ~100
         text, size = _beginning(result, limit), f"more than {limit}"
     else:
-        text = _compact(result)
+        text = compact(result)
         if len(text) <= limit:
             return text, None
         size = str(len(text))
     for hint in _HINTS:
         hint = hint.format(size=size, limit=limit)
-        overhead = len(_compact({"truncated": True, "partial": "", "hint": hint}))
+        overhead = len(compact({"truncated": True, "partial": "", "hint": hint}))
         if overhead <= limit:
             break
     return "", {"truncated": True, "partial": _longest_prefix(text, limit - overhead), "hint": hint}
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _PEEK = 256
 
 
@@ -151,7 +147,7 @@ def _surely_longer(value: Any, limit: int) -> bool:
 def _beginning(value: Any, limit: int) -> str:
     """The first ``limit + 1`` characters (or more) of ``value``'s compact JSON."""
     parts, size = [], 0
-    for chunk in _ENCODER.iterencode(value):
+    for chunk in COMPACT.iterencode(value):
         parts.append(chunk)
         size += len(chunk)
         if size > limit:
@@ -164,7 +160,7 @@ def _longest_prefix(text: str, budget: int) -> str:
     low, high = 0, min(len(text), budget)  # escaping never shrinks a character
     while low < high:
         mid = (low + high + 1) // 2
-        if len(_compact(text[:mid])) - 2 <= budget:
+        if len(compact(text[:mid])) - 2 <= budget:
             low = mid
         else:
             high = mid - 1
