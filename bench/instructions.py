@@ -37,10 +37,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +96,16 @@ def instructions(command: list[str]) -> int:
         text=True,
         check=False,
     )
-    found = COUNTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
+    if done.returncode != 0:
         raise RuntimeError(f"callgrind gave no count for {command}: {done.stderr[-2000:]}")
+    return _count(command, done.stderr)
+
+
+def _count(command: list[str], report: str) -> int:
+    """The instructions callgrind's ``report`` (its log) says ``command`` executed."""
+    found = COUNTED.search(report)
+    if found is None:
+        raise RuntimeError(f"callgrind gave no count for {command}: {report[-2000:]}")
     return int(found.group(1))
 
 
@@ -156,58 +162,30 @@ def turn_rows(quick: bool) -> list[dict[str, Any]]:
 # --- MCP tools/call: the instructions a server executes per call ---------------------------------
 
 
-@contextmanager
-def counted_server(
-    command: list[str], ready: str, env: dict[str, str]
-) -> Iterator[tuple[str, Any]]:
-    """``command`` (given ``{port}``) under callgrind, its base URL once ``ready`` answers, and a
-    function that stops it and returns the instructions it executed."""
-    port = server._free_port()
+def counted(command: list[str], ready: str, env: dict[str, str], work: Callable[[str], Any]) -> int:
+    """The instructions the server ``command`` (``server.serving``'s form) executes under
+    callgrind from its start to its stop, ``work`` done meanwhile on its base URL."""
     handle, log = tempfile.mkstemp(prefix="turnkit-callgrind-", suffix=".log")
     os.close(handle)
-    argv = [*CALLGRIND, f"--log-file={log}", *(part.format(port=port) for part in command)]
-    env = os.environ | {"PYTHONPATH": str(server.ROOT)} | FIXED_HASHES | env
-    process = subprocess.Popen(argv, cwd=server.ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    def stop() -> int:
-        process.terminate()
-        process.wait(MCP_START)
-        text = Path(log).read_text()
-        found = COUNTED.search(text)
-        if found is None:
-            raise RuntimeError(f"callgrind gave no count for {command}: {text[-2000:]}")
-        return int(found.group(1))
-
     try:
-        deadline = time.monotonic() + MCP_START
-        while not _answers(url + ready):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{command} did not start under callgrind: see {log}")
-            time.sleep(0.5)
-        yield url, stop
+        with server.serving([*CALLGRIND, f"--log-file={log}", *command], ready,
+                            FIXED_HASHES | env, quiet=True, start_timeout=MCP_START,
+                            stop_timeout=MCP_START) as url:  # fmt: skip
+            work(url)
+        return _count(command, Path(log).read_text())
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
         Path(log).unlink(missing_ok=True)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return server.httpx.get(url, timeout=5).status_code < 500
-    except server.httpx.TransportError:
-        return False
 
 
 def served_instructions(command: list[str], ready: str, env: dict[str, str],
                         headers: dict[str, str], calls: int) -> int:  # fmt: skip
     """The instructions a server executes from its start to its stop, with ``MCP_WARMUP`` and
     ``calls`` more ``tools/call`` made meanwhile through the SDK's client."""
-    with counted_server(command, ready, env) as (url, stop):
+
+    def work(url: str) -> None:
         asyncio.run(_mcp_calls(f"{url}/mcp", headers, MCP_WARMUP + calls))
-        return stop()
+
+    return counted(command, ready, env, work)
 
 
 async def _mcp_calls(url: str, headers: dict[str, str], calls: int) -> None:
@@ -266,7 +244,9 @@ def mcp_rows(quick: bool) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:
+    if sys.argv[1:2] == ["--child"]:  # this script's own children (``per_turn``)
+        if len(sys.argv) != 4 or sys.argv[2] not in CONTENDERS or not sys.argv[3].isdigit():
+            sys.exit(f"usage: --child {{{'|'.join(CONTENDERS)}}} TURNS (this script's children)")
         turns_in_this_process(sys.argv[2], int(sys.argv[3]))
     else:
         print(_common.format_table(run("--quick" in sys.argv)))

@@ -151,9 +151,12 @@ def serving(
     *,
     quiet: bool = False,
     pids: list[int] | None = None,
+    start_timeout: float = START_TIMEOUT,
+    stop_timeout: float = 15.0,
 ) -> Iterator[str]:
     """``command`` (given ``{port}``) run from the repository root with ``env`` added to this
-    process's environment; its base URL once ``ready`` (a path) answers; stopped on exit.
+    process's environment; its base URL once ``ready`` (a path) answers within
+    ``start_timeout``; stopped on exit (killed if it has not ended ``stop_timeout`` later).
     ``quiet``: its stderr (a server's log lines) is dropped too; ``pids``: gets its process id."""
     port = _free_port()
     env = os.environ | {"PYTHONPATH": str(ROOT)} | (env or {})
@@ -164,7 +167,7 @@ def serving(
         pids.append(process.pid)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + start_timeout
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"{argv} stopped with {process.returncode}")
@@ -174,13 +177,13 @@ def serving(
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{argv} did not answer within {START_TIMEOUT:g} s")
+                raise RuntimeError(f"{argv} did not answer within {start_timeout:g} s")
             time.sleep(0.1)
         yield url
     finally:
         process.terminate()
         try:
-            process.wait(15)
+            process.wait(stop_timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

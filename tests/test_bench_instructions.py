@@ -66,17 +66,27 @@ def test_the_rows_give_each_count_and_turnkits_own_work_against_its_target(monke
 @needs_valgrind
 def test_a_server_under_callgrind_answers_and_is_counted_when_stopped():
     command = [sys.executable, "-S", "-m", "http.server", "{port}", "--bind", "127.0.0.1"]
-    with instructions.counted_server(command, "/", {}) as (url, stop):
-        assert httpx.get(url + "/").status_code == 200
-        assert stop() > 1_000_000
+    answers = []
+    count = instructions.counted(command, "/", {}, lambda url: answers.append(httpx.get(url)))
+    assert [answer.status_code for answer in answers] == [200]
+    assert count > 1_000_000
 
 
 @needs_valgrind
 def test_a_server_that_cannot_start_under_callgrind_says_so():
     command = [sys.executable, "-S", "-c", "raise SystemExit(3)"]
-    refused = pytest.raises(RuntimeError, match="did not start under callgrind")
-    with refused, instructions.counted_server(command, "/", {}):
-        pass
+    with pytest.raises(RuntimeError, match="stopped with 3"):
+        instructions.counted(command, "/", {}, lambda url: None)
+
+
+def test_a_wrong_child_command_is_refused_in_a_line():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "instructions.py"), "--child", "nobody", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "usage: --child" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_mcp_rows_give_each_server_per_call_and_turnkit_against_mcps_target(monkeypatch):
