@@ -40,6 +40,7 @@ from turnkit.observe import spans
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.declaration import fingerprint
+from turnkit.registry.json_text import canonical
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
 from turnkit.registry.tool import Quorum, Tool
@@ -416,7 +417,7 @@ def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Se
         return Refused("internal_error", generic, {"call_id": call.call_id})
     result = outcome.value
     try:
-        steps.canonical_json(result)
+        canonical(result)
     except (TypeError, ValueError, RecursionError) as exc:
         call.detail = f"handler returned a value that is not JSON: {exc}"[:2000]
         log.error("tool %r: %s (call %s)", tool.name, call.detail, call.call_id)
@@ -433,7 +434,7 @@ def _result_answer(call: Call, tool: Tool, outcome: HandlerOutcome, settings: Se
 def _json_details(details: dict[str, Any]) -> dict[str, Any]:
     """A ToolError's details when they are JSON data, else their text."""
     try:
-        steps.canonical_json(details)
+        canonical(details)
     except (TypeError, ValueError, RecursionError):
         return {key: repr(value)[:500] for key, value in details.items()}
     return details

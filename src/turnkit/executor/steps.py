@@ -68,11 +68,6 @@ def plain_text(value: str) -> bool:
     return True
 
 
-def canonical_json(value: object) -> str:
-    """Compact JSON with sorted keys: the form inputs are hashed and sized in."""
-    return canonical(value)
-
-
 def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Refused | None, str]:
     """Step 3: an ``invalid_input`` answer (or None) and the input's canonical JSON."""
     if not isinstance(value, dict):
@@ -92,7 +87,7 @@ def input_error(tool: Tool, value: object, settings: Settings) -> tuple[Refused 
             f"the input is not plain JSON data within turnkit's limits: {problem}",
             {"max_depth": MAX_DEPTH},
         ), ""
-    text = canonical_json(value)
+    text = canonical(value)
     if len(text) > settings.max_input_chars:
         return Refused(
             "invalid_input",

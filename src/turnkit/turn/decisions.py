@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import RootModel, ValidationError, model_validator
 
 from turnkit.executor.confirmations import Decision
-from turnkit.executor.steps import canonical_json
 from turnkit.ledger import Confirmation
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
+from turnkit.registry.json_text import canonical
 from turnkit.registry.names import model_name
 from turnkit.registry.tool import Tool
 from turnkit.turn.hitl import (
@@ -131,9 +131,7 @@ def refusals(error: ValidationError) -> list[str]:
 
 def asked(entries: list[tuple[HeldCall, Confirmation]]) -> tuple[Asked, ...]:
     """The asked calls of ``entries``, in the order of the payload's action requests."""
-    return tuple(
-        Asked(c.id, model_name(c.tool) or c.tool, canonical_json(c.input)) for _, c in entries
-    )
+    return tuple(Asked(c.id, model_name(c.tool) or c.tool, canonical(c.input)) for _, c in entries)
 
 
 PREVIEW_SHOWN = 1000

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from turnkit.executor.confirmations import Decision
-from turnkit.executor.steps import canonical_json
+from turnkit.registry.json_text import canonical
 
 __all__ = [
     "ALLOWED_DECISIONS",
@@ -163,7 +163,7 @@ def _approve(where: str, entry: dict[str, Any], call: Asked) -> Decision:
 def _canonical(value: Any) -> str | None:
     """``value`` in the canonical JSON inputs are hashed in; None when it is not plain JSON."""
     try:
-        return canonical_json(value)
+        return canonical(value)
     except (TypeError, ValueError):
         return None
 
