@@ -15,8 +15,9 @@ once, full collections are long and frequent, and they are most of the wall time
 the turns need (``gc.freeze()`` after start-up, in the application, removed ~40 % of it here).
 
 The concurrent pass is run five times (twice with ``--quick``), the contenders' passes
-interleaved, garbage collected before each: values are medians, ratios the medians of the
-round-by-round ratios, so a burst of load on the shared machine moves both sides of a round.
+interleaved, their order rotating each round, garbage collected before each: values are
+medians, ratios the medians of the round-by-round ratios, so a burst of load on the shared
+machine moves both sides of a round.
 
 turnkit runs with its default durability (``sync``) and with ``async`` for comparison;
 ``create_agent`` (LangGraph's default, ``async``) is the peer. turnkit's shape with turnkit's work
@@ -213,12 +214,21 @@ def concurrent_slow(make: Factory, turns: int) -> tuple[float, float, float]:
             close()
 
 
+def rotated(items: list[Any], at: int) -> list[Any]:
+    """``items`` started ``at`` places in (round ``at``'s order of the contenders): each
+    contender runs first, second, ... in turn, since a pass runs a little slower after some
+    contenders than after others (a heap the previous one grew, caches it left cold)."""
+    at %= len(items) or 1
+    return items[at:] + items[:at]
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """Sequential CPU, concurrent wall, the target and the longest loop step per contender.
 
-    The concurrent pass runs ``ROUNDS`` times, the contenders' passes interleaved and garbage
-    collected before each: a value is the median over rounds, a ratio the median of the
-    round-by-round ratios (a slow spell of the shared machine moves both sides of a round)."""
+    The concurrent pass runs ``ROUNDS`` times, the contenders' passes interleaved (in an order
+    that rotates each round) and garbage collected before each: a value is the median over
+    rounds, a ratio the median of the round-by-round ratios (a slow spell of the shared machine
+    moves both sides of a round)."""
     turns = QUICK_TURNS if quick else TURNS
     rounds = QUICK_ROUNDS if quick else ROUNDS
     contenders: dict[str, Factory] = {
@@ -229,8 +239,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         "create_agent": agent_graph,
     }
     passes: dict[str, list[tuple[float, float, float]]] = {case: [] for case in contenders}
-    for _ in range(rounds):
-        for case, make in contenders.items():
+    for at in range(rounds):
+        for case, make in rotated(list(contenders.items()), at):
             gc.collect()
             passes[case].append(concurrent_slow(make, turns))
     rows = []
