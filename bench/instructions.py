@@ -49,7 +49,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
-from bench import _floor, concurrency, server
+from bench import _floor, concurrency, profile_worker, server
 
 SCENARIO = "instructions"
 CONTENDERS: dict[str, concurrency.Factory] = {
@@ -204,12 +204,17 @@ async def _mcp_calls(url: str, headers: dict[str, str], calls: int) -> None:
 
 
 def mcp_rows(quick: bool) -> list[dict[str, Any]]:
-    """Instructions per MCP ``tools/call`` in turnkit's server, ``MCPServer`` and the MCP floor;
-    turnkit ÷ ``MCPServer`` against ``server.MCP_TARGET``, and the floor ÷ ``MCPServer``."""
+    """Instructions per MCP ``tools/call`` in turnkit's server, ``MCPServer``, the MCP floor,
+    the floor in one hop (its three statements alone, in the worker thread the SDK hops to
+    anyway: the least the promises can add) and turnkit's steps straight in that one hop
+    (``server.mcp_rows`` describes each); turnkit ÷ ``MCPServer`` against ``server.MCP_TARGET``,
+    and each other server ÷ ``MCPServer``."""
     calls = QUICK_MCP_CALLS if quick else MCP_CALLS
     with tempfile.TemporaryDirectory(prefix="turnkit-bench-") as folder:
         ledger, floor_db = f"{folder}/ledger.sqlite", f"{folder}/floor.sqlite"
         secret, floor_secret = server.prepared(ledger), _floor.make_key(floor_db)
+        one_hop_db, straight_db = f"{folder}/one-hop.sqlite", f"{folder}/straight.sqlite"
+        one_hop_secret, straight_secret = _floor.make_key(one_hop_db), server.prepared(straight_db)
         contenders = {  # name: (command, ready path, environment, headers)
             "turnkit": (server.turnkit_command(ledger, 1), "/healthz", {},
                         {"Authorization": f"Bearer {secret}"}),
@@ -217,6 +222,12 @@ def mcp_rows(quick: bool) -> list[dict[str, Any]]:
                           {}, {}),
             "MCP floor": (server.uvicorn_command("bench._floor:mcp_floor_app"), "/not-served",
                           {_floor.FLOOR_DB: floor_db}, {"Authorization": f"Bearer {floor_secret}"}),
+            "one hop": (server.uvicorn_command("bench._floor:mcp_floor_one_hop_app"),
+                        "/not-served", {_floor.FLOOR_DB: one_hop_db},
+                        {"Authorization": f"Bearer {one_hop_secret}"}),
+            "straight": (server.uvicorn_command("bench.profile_worker:mcp_straight_app"),
+                         "/not-served", {profile_worker.STRAIGHT_DB: straight_db},
+                         {"Authorization": f"Bearer {straight_secret}"}),
         }  # fmt: skip
         per_call = {}
         for name, (command, ready, env, headers) in contenders.items():
@@ -240,6 +251,12 @@ def mcp_rows(quick: bool) -> list[dict[str, Any]]:
         _common.row(SCENARIO, "MCP tools/call: turnkit ÷ MCP floor, instructions per call",
                     per_call["turnkit"] / 1e3, "k",
                     ratio=per_call["turnkit"] / per_call["MCP floor"]),
+        _common.row(SCENARIO, "MCP tools/call: MCP floor in one hop, the three statements alone,"
+                    " instructions per call (÷ MCPServer)", per_call["one hop"] / 1e3, "k",
+                    ratio=per_call["one hop"] / base),
+        _common.row(SCENARIO, "MCP tools/call: turnkit's steps straight in one hop, instructions"
+                    " per call (÷ MCPServer)", per_call["straight"] / 1e3, "k",
+                    ratio=per_call["straight"] / base),
     ]  # fmt: skip
 
 

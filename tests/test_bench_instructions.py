@@ -94,6 +94,8 @@ def test_the_mcp_rows_give_each_server_per_call_and_turnkit_against_mcps_target(
         "serve": 7.0e6,
         "bench.server:mcp_peer_app": 6.0e6,
         "bench._floor:mcp_floor_app": 6.9e6,
+        "bench._floor:mcp_floor_one_hop_app": 6.3e6,
+        "bench.profile_worker:mcp_straight_app": 6.6e6,
     }
     start = 50e6
 
@@ -112,6 +114,10 @@ def test_the_mcp_rows_give_each_server_per_call_and_turnkit_against_mcps_target(
     assert rows["MCP tools/call: turnkit ÷ MCP floor, instructions per call"]["ratio"] == (
         pytest.approx(7 / 6.9)
     )
+    one_hop = "MCP tools/call: MCP floor in one hop, the three statements alone, instructions"
+    assert rows[f"{one_hop} per call (÷ MCPServer)"]["ratio"] == pytest.approx(6.3 / 6)
+    straight = "MCP tools/call: turnkit's steps straight in one hop, instructions per call"
+    assert rows[f"{straight} (÷ MCPServer)"]["ratio"] == pytest.approx(6.6 / 6)
 
 
 def test_without_valgrind_the_rows_are_skipped_with_what_to_install(monkeypatch, capsys):
