@@ -21,7 +21,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from turnkit.observe.metrics import CALL_BUCKETS, WAIT_BUCKETS
 
@@ -115,6 +115,9 @@ class PrometheusSink:
             "turnkit_notify_deliveries", "Notification deliveries by target kind and result",
             ["kind", "result"], registry=own,
         )  # fmt: skip
+        self._call_children: dict[tuple[str, str, str, str | None], tuple[Any, Any]] = {}
+        """A call's labelled counter and histogram by its labels (never removed, so they stay
+        the registry's own): as many as the registry itself holds."""
         self._with_collectors(pending)
 
     def _with_collectors(self, pending: Callable[[], int] | None) -> None:
@@ -133,8 +136,15 @@ class PrometheusSink:
         self, tool: str, outcome: str, caller_kind: str, seconds: float, error_type: str | None
     ) -> None:
         """Count one executor call and its duration (``error_type`` "" when it had none)."""
-        self._calls.labels(tool, outcome, caller_kind).inc()
-        self._duration.labels(tool, error_type or "").observe(seconds)
+        key = (tool, outcome, caller_kind, error_type)
+        children = self._call_children.get(key)
+        if children is None:  # labels() checks and looks up on every call: once per key here
+            children = self._call_children[key] = (
+                self._calls.labels(tool, outcome, caller_kind),
+                self._duration.labels(tool, error_type or ""),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
         if error_type == "rate_limited":
             self._limited.labels(tool, caller_kind).inc()
 
