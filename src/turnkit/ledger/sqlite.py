@@ -16,6 +16,7 @@ the database file's mode. An existing file keeps its mode.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -55,6 +56,19 @@ _HAS_ROOM = (
     " AND units + ? > ?)"
 )
 """One identity has room: its usage in the window, if any, plus the units stays within the limit."""
+
+
+@functools.lru_cache(maxsize=8)
+def _charge_sql(count: int) -> str:
+    """``SqliteLedger.charge_all``'s statement for ``count`` identities (written once each)."""
+    rows = ", ".join("(?, ?, ?)" for _ in range(count))
+    room = " AND ".join(_HAS_ROOM for _ in range(count))
+    return (
+        "INSERT INTO turnkit_rate_usage (caller_identity, window_start, units)"
+        f" SELECT column1, column2, column3 FROM (VALUES {rows}) WHERE {room}"
+        " ON CONFLICT (caller_identity, window_start) DO UPDATE"
+        " SET units = turnkit_rate_usage.units + excluded.units"
+    )
 
 
 class SqliteLedger(Ledger):
@@ -134,19 +148,12 @@ class SqliteLedger(Ledger):
         build a temporary b-tree for the list on every call."""
         if units > limit:
             return False
-        rows = ", ".join("(?, ?, ?)" for _ in identities)
-        room = " AND ".join(_HAS_ROOM for _ in identities)
-        charged = self._run(
-            "INSERT INTO turnkit_rate_usage (caller_identity, window_start, units)"
-            f" SELECT column1, column2, column3 FROM (VALUES {rows}) WHERE {room}"
-            " ON CONFLICT (caller_identity, window_start) DO UPDATE"
-            " SET units = turnkit_rate_usage.units + excluded.units",
-            (
-                *(v for identity in identities for v in (identity, window_start, units)),
-                *(v for identity in identities for v in (identity, window_start, units, limit)),
-            ),
-        )
-        return charged == len(identities)
+        params: list[Any] = []
+        for identity in identities:
+            params += (identity, window_start, units)
+        for identity in identities:
+            params += (identity, window_start, units, limit)
+        return self._run(_charge_sql(len(identities)), params) == len(identities)
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection: the one it was given, else an idle one, else a new one."""
