@@ -251,14 +251,20 @@ def mcp_floor_one_hop_app() -> Any:
 
     def bench_get_item(sku: str, ctx: Context) -> dict[str, Any]:
         scope = ctx.request_context.request.scope  # type: ignore[union-attr]
-        key = db.one(KEY, (hashlib.sha256(bearer_of(scope).encode()).hexdigest(),))
-        started = time.time()
-        if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
-            raise ToolError("unknown, revoked or expired key")
-        return _charged_read(db, f"key:{key[0]}", sku, started)
+        return one_hop_read(db, bearer_of(scope), sku)
 
     server.tool(name=READ_TOOL, description=get_item.__doc__)(bench_get_item)
     return server.streamable_http_app(json_response=True, stateless_http=True)
+
+
+def one_hop_read(db: Store, secret: str, sku: str) -> dict[str, Any]:
+    """The one-hop floor's tool for the bearer ``secret``: the key looked up by its hash and
+    checked, then ``_charged_read`` (an error result for a refused key, as the tool's)."""
+    key = db.one(KEY, (hashlib.sha256(secret.encode()).hexdigest(),))
+    started = time.time()
+    if key is None or key[2] is not None or (key[1] is not None and key[1] <= started):
+        raise ToolError("unknown, revoked or expired key")
+    return _charged_read(db, f"key:{key[0]}", sku, started)
 
 
 def _charged_read(db: Store, caller: str, sku: str, started: float) -> dict[str, Any]:

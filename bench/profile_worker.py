@@ -1,5 +1,5 @@
 """What a served call's worker thread spends, and on what (diagnostic, no target): the work of
-one governed read, in one thread, warm, three ways.
+one governed read, in one thread, warm, three ways, and the MCP floor's beside them.
 
 - **turnkit**: the call as a worker thread runs it (``drivers._advance`` over the executor's
   steps, from the key's lookup to the audit row): what ``tools/call`` and the REST invoke hop to.
@@ -11,6 +11,10 @@ one governed read, in one thread, warm, three ways.
   pauses). What a second, straight implementation for plain reads could save at most.
 - **the statements alone**: the key with the settings, the charge and the audit row, as
   turnkit's ledger runs them: what the promises cost in the database, nothing checked.
+- **the MCP floor's tool in one hop** (``_floor.one_hop_read``): the floor's own three
+  statements, written by hand (one key row, one upsert for the key's budget, a five-column
+  audit row in a table keyed by its rowid), and the read: what the statements cost written
+  for this one call alone.
 
 Each is timed in CPU of this thread, alternating, best of several rounds (warm caches: a served
 call's worker thread runs its work colder, ~1.5-1.9x these figures, ``profile_server.py``'s
@@ -39,14 +43,16 @@ except ModuleNotFoundError:  # run as a script: bench/ is sys.path[0], the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench import _common
 
+from bench import _floor
 from bench import server as served
 
 ROUNDS, CALLS = 7, 2000
 INPUT = {"sku": "TEA-0001"}
 
 
-def ways(app: Any, secret: str) -> dict[str, Callable[[], Any]]:
-    """The three ways of one call (see the module doc) on ``app``'s executor, for ``secret``."""
+def ways(app: Any, secret: str, floor_db: str | None = None) -> dict[str, Callable[[], Any]]:
+    """The three ways of one call (see the module doc) on ``app``'s executor, for ``secret``;
+    with ``floor_db`` (a SQLite file) a fourth, the MCP floor's tool in one hop."""
     from turnkit.executor import drivers, steps
     from turnkit.executor.answers import Ran
     from turnkit.executor.inline import Watch
@@ -72,11 +78,15 @@ def ways(app: Any, secret: str) -> dict[str, Callable[[], Any]]:
         ledger.audit(at=now, caller=found.caller.identity, tool=served.TOOL, status="ok",
                      code=None, duration_ms=0.1)  # fmt: skip
 
-    return {
+    found = {
         "turnkit": turnkit,
         "straight": lambda: run_straight(secret, dict(INPUT)),
         "statements": statements,
     }
+    if floor_db is not None:  # the floor's own statements, on its own file
+        floor, floor_secret = _floor.store(floor_db), _floor.make_key(floor_db)
+        found["floor"] = lambda: _floor.one_hop_read(floor, floor_secret, INPUT["sku"])
+    return found
 
 
 def straight(app: Any) -> Callable[[str, dict[str, Any]], Any]:
@@ -189,9 +199,9 @@ def cpu_seconds(calls: dict[str, Callable[[], Any]]) -> dict[str, float]:
     return best
 
 
-def rows(app: Any, secret: str) -> list[dict[str, Any]]:
+def rows(app: Any, secret: str, floor_db: str) -> list[dict[str, Any]]:
     """The table rows: each way's µs a call, and what the steps and the driver add."""
-    calls = ways(app, secret)
+    calls = ways(app, secret, floor_db)
     for call in calls.values():  # warm: the key's first use, the caches, the statements
         for _ in range(200):
             call()
@@ -202,8 +212,10 @@ def rows(app: Any, secret: str) -> list[dict[str, Any]]:
                     "µs", ratio=us["turnkit"] / us["straight"]),
         _common.row("profile", f"{name}: the same steps straight (÷ statements alone)",
                     us["straight"], "µs", ratio=us["straight"] / us["statements"]),
-        _common.row("profile", f"{name}: the statements alone (key, charge, audit)",
-                    us["statements"], "µs"),
+        _common.row("profile", f"{name}: the statements alone (key, charge, audit; ÷ the"
+                    " floor's)", us["statements"], "µs", ratio=us["statements"] / us["floor"]),
+        _common.row("profile", f"{name}: the MCP floor's tool in one hop (its three statements"
+                    " and the read)", us["floor"], "µs"),
         _common.row("profile", f"{name}: what the driver adds (turnkit - straight)",
                     us["turnkit"] - us["straight"], "µs"),
     ]  # fmt: skip
@@ -215,7 +227,7 @@ def main() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="turnkit-profile-") as folder:
         db = f"{folder}/ledger.sqlite"
         secret = served.prepared(db)
-        return rows(turnkit_app(db), secret)
+        return rows(turnkit_app(db), secret, f"{folder}/floor.sqlite")
 
 
 if __name__ == "__main__":

@@ -140,8 +140,15 @@ def test_turnkits_steps_straight_keep_a_plain_reads_promises(tmp_path, monkeypat
         assert "Green tea" in str(answer)
         unknown = MCP_HEADERS | {"Authorization": "Bearer tk_nobody"}
         assert c.post("/mcp", json=MCP_CALL, headers=unknown).json()["result"]["isError"]
-    ways = profile_worker.ways(profile_worker_app(db), secret)
-    assert ways["straight"]().result == ways["turnkit"]().result
+    floor_db = str(tmp_path / "floor.sqlite")
+    ways = profile_worker.ways(profile_worker_app(db), secret, floor_db)
+    assert ways["straight"]().result == ways["turnkit"]().result == ways["floor"]()
+    floor = _floor.store(floor_db)
+    try:  # the floor's way keeps its promises too: charged and audited
+        assert floor.rows("SELECT caller, units FROM floor_usage")[0][1] == 1
+        assert floor.rows("SELECT status FROM floor_audit") == [("ok",)]
+    finally:
+        floor.close()
     ledger = open_ledger(db)
     try:
         rows = ledger.audit_rows(limit=10)
