@@ -8,7 +8,6 @@ pipeline from step 1 as the caller who was held, with a single-use token that le
 from __future__ import annotations
 
 import secrets
-import uuid
 from collections.abc import Collection
 from dataclasses import replace
 from typing import Any, Literal, TypeAlias
@@ -36,6 +35,7 @@ from turnkit.executor.settled import abandon, decided_before, settled
 from turnkit.ledger import Ledger
 from turnkit.ledger.keys import ApiKey
 from turnkit.ledger.records import Confirmation, Readable
+from turnkit.registry import ids
 from turnkit.registry.caller import Caller
 from turnkit.registry.control import CONTROL_FIELDS
 from turnkit.registry.visibility import Allow
@@ -327,7 +327,7 @@ def _decide(
         input=held.input if change is None else change.input,
         control={"confirm_token": token},
         allow=run_allow,
-        call_id=str(uuid.uuid4()),
+        call_id=ids.uuid4_text(),
         confirmation_id=held.id,
         thread=held.thread_id,
         parent=deciding.span,

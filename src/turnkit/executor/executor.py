@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +41,7 @@ from turnkit.executor.pipeline import enabled_now, execute_steps, settings_now
 from turnkit.executor.steps import HoldRule, hold_rule
 from turnkit.ledger import Confirmation, Ledger, MemoryLedger
 from turnkit.ledger.keys import ApiKey
+from turnkit.registry import ids
 from turnkit.registry._memo import remember
 from turnkit.registry.caller import Caller, PermissionProvider, apermissions_now
 from turnkit.registry.registry import Registry
@@ -436,7 +436,7 @@ class Executor:
             input=input,
             control=control if control is not None else {},  # type: ignore[arg-type]  # step 2 checks it
             allow=allow,
-            call_id=str(uuid.uuid4()),
+            call_id=ids.uuid4_text(),
             settings=settings,
             thread=thread if isinstance(thread, str) and steps.plain_text(thread) else None,
             wait=wait,

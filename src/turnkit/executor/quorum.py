@@ -9,7 +9,6 @@ given before an edit count no more, and of two last approvals at once exactly on
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ from turnkit.executor.pipeline import hold_need
 from turnkit.executor.settled import decided_before, settled
 from turnkit.ledger import Ledger
 from turnkit.ledger.records import Confirmation, Preview
+from turnkit.registry import ids
 from turnkit.registry.caller import Caller
 from turnkit.registry.context import CallContext
 from turnkit.registry.settings import Settings
@@ -96,7 +96,7 @@ def edited(
         tool=tool,
         permissions=permissions,
         settings=settings,
-        call_id=str(uuid.uuid4()),
+        call_id=ids.uuid4_text(),
         dry_run=True,
         idempotency_key=held.idempotency_key,
     )

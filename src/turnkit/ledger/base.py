@@ -7,7 +7,6 @@ is sync; its ``a``-prefixed twin runs it in a worker thread so async code never 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from abc import ABC, abstractmethod
@@ -25,6 +24,7 @@ from turnkit.ledger.records import (
 from turnkit.ledger.schema import INDEXES, SQLITE_TABLES, SQLITE_TRIGGERS, column_additions
 from turnkit.ledger.sql import dump, load, text
 from turnkit.ledger.twins import async_twin
+from turnkit.registry import ids
 
 __all__ = ["AUDIT_SQL", "Ledger", "overrides_of"]
 
@@ -284,7 +284,7 @@ class Ledger(ConfirmationRows, OutboxRows, AuditRows, ABC):
         of the call's span (32 hex digits) when one was recorded."""
         self._append_audit(
             (
-                f"{time.time_ns():020d}-{os.urandom(6).hex()}",  # sorts in insertion order
+                f"{time.time_ns():020d}-{ids.random_hex(48)}",  # sorts in insertion order
                 at, text(caller), text(tool, 200), status, code, duration_ms, confirmation_id,
                 text(detail), trace_id,
             )

@@ -8,10 +8,10 @@ preview or its arguments — and the call is noted in ``held`` for ``await_confi
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from turnkit.nodes.state import TurnState
+from turnkit.registry import ids
 from turnkit.turn.messages import call_ids, call_names, last_ai, tool_message
 from turnkit.turn.state import HeldCall
 
@@ -35,7 +35,7 @@ def fit_results(state: TurnState) -> dict[str, Any]:
         if confirmation_id is None:
             messages.append(tool_message(tool_call_id, answer, name=names.get(tool_call_id)))
             continue
-        message_id = str(uuid.uuid4())
+        message_id = ids.uuid4_text()
         name = names.get(tool_call_id, "")
         messages.append(tool_message(tool_call_id, answer, name=name, message_id=message_id))
         holding.append(

@@ -7,7 +7,6 @@ answer, fitted to ``agent_tool_result_chars``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from langchain_core.messages import (
 
 from turnkit.executor.answers import Answer, ErrorCode, Held, Refused, stored_outcome
 from turnkit.ledger import Confirmation
+from turnkit.registry import ids
 from turnkit.registry.json_text import compact
 from turnkit.registry.names import model_name
 from turnkit.turn.state import RoundAnswer
@@ -92,7 +92,7 @@ def tool_message(
         content=answer["content"],
         tool_call_id=tool_call_id,
         name=name,
-        id=message_id or str(uuid.uuid4()),
+        id=message_id or ids.uuid4_text(),
         status=answer["status"],
     )
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -36,6 +35,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, ToolCallChunk
 
+from turnkit.registry import ids
 from turnkit.registry.json_limits import MAX_DEPTH, json_problem
 from turnkit.turn.messages import CUT_OFF, DUPLICATE, LIMITS, REFUSED
 
@@ -138,7 +138,7 @@ def checked_reply(
     """
     update: dict[str, Any] = {}
     if not message.id or any(earlier.id == message.id for earlier in history):
-        update["id"] = f"turnkit-{uuid.uuid4()}"
+        update["id"] = f"turnkit-{ids.uuid4_text()}"
     message_id = update.get("id", message.id) or ""
     entries = _strict(streamed) if streamed is not None else _entries(message)
     refused = _refused(entries, _cut_off(message))

@@ -18,7 +18,6 @@ removed and added again, with a new id, after them).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -26,6 +25,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveM
 
 from turnkit.executor.answers import Answer, Held
 from turnkit.ledger import Confirmation
+from turnkit.registry import ids
 from turnkit.turn.keys import idempotency_key
 from turnkit.turn.messages import (
     INTERRUPTED,
@@ -85,7 +85,7 @@ def recovered(
     holding: list[HeldCall] = []
     for call in missing:
         answer = found(call.call_id) or error_answer("in_progress", INTERRUPTED)
-        message_id = str(uuid.uuid4())
+        message_id = ids.uuid4_text()
         name = call.name or None
         fixes.append(tool_message(call.call_id, answer, name=name, message_id=message_id))
         if answer.get("held"):
@@ -99,7 +99,7 @@ def recovered(
             )
     last = messages[-1]
     if isinstance(last, HumanMessage):
-        fresh = last.model_copy(update={"id": str(uuid.uuid4())})
+        fresh = last.model_copy(update={"id": ids.uuid4_text()})
         removed: Any = RemoveMessage(id=last.id or "")  # AnyMessage does not name RemoveMessage
         return [removed, *fixes, fresh], holding
     return fixes, holding
