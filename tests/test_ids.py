@@ -1,5 +1,6 @@
 """``turnkit.registry.ids``: unique ids made without a system call, so a call on the event loop
-never hands the GIL to a waiting thread just to name something; secrets keep ``secrets``."""
+never hands the GIL to a waiting thread just to name something; nor can one id be foretold
+from others (a keyed BLAKE2b of a counter). Secrets keep ``secrets``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import multiprocessing
 import os
 import random
 import re
+import threading
 import uuid
 
 import pytest
@@ -25,17 +27,37 @@ def test_a_uuid4_text_reads_as_a_random_uuid_and_does_not_repeat():
 
 def test_random_hex_gives_as_many_digits_as_bits_say_and_refuses_other_counts():
     assert re.fullmatch(r"[0-9a-f]{12}", ids.random_hex(48))
+    assert re.fullmatch(r"[0-9a-f]", ids.random_hex(4))
+    assert len(ids.random_hex(512)) == 128
     assert len({ids.random_hex(48) for _ in range(5_000)}) == 5_000
-    for bad in (0, -4, 6):
-        with pytest.raises(ValueError, match="positive multiple of 4"):
+    for bad in (0, -4, 6, 516):
+        with pytest.raises(ValueError, match="multiple of 4 from 4 to 512"):
             ids.random_hex(bad)
 
 
 def test_an_applications_random_seed_does_not_repeat_the_ids():
-    random.seed(0)
-    first = ids.uuid4_text()
-    random.seed(0)
-    assert ids.uuid4_text() != first
+    state = random.getstate()
+    try:
+        random.seed(0)
+        first = ids.uuid4_text()
+        random.seed(0)
+        assert ids.uuid4_text() != first
+    finally:
+        random.setstate(state)
+
+
+def test_threads_drawing_at_once_never_get_the_same_id():
+    made: list[str] = []
+
+    def draw() -> None:
+        made.extend(ids.uuid4_text() for _ in range(2_000))
+
+    threads = [threading.Thread(target=draw) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(made)) == len(made) == 16_000
 
 
 def _child_id(ids_out) -> None:
