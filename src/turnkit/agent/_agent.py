@@ -49,6 +49,7 @@ from turnkit.agent.structured import instruction, parse
 from turnkit.errors import AgentBusy, AgentTimeout, ResumeError, ThreadBusy
 from turnkit.executor.executor import Executor, no_permissions
 from turnkit.graph.build import build_turn_graph
+from turnkit.registry import ids
 from turnkit.registry.caller import Caller, PermissionProvider
 from turnkit.registry.registry import Registry
 from turnkit.registry.settings import Settings
@@ -370,7 +371,7 @@ class Agent:
         else:
             thread = self._pending_thread = f"stateless-{uuid.uuid4()}"
             new, before = self._preamble() + convert_to_messages(list(messages or [])), []
-        human = HumanMessage(text, id=str(uuid.uuid4()))
+        human = HumanMessage(text, id=ids.uuid4_text())
         try:
             return await self._run({"messages": [*new, human]}, thread, before, streaming)
         except BaseException:
