@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 INTERRUPTED = 130
 """``turnkit.cli.options.INTERRUPTED`` (this module may not import turnkit before it is loaded)."""
@@ -25,12 +26,22 @@ REDELIVER_AFTER = 0.05
 that saw it to have returned."""
 
 
+_pressed = False
+"""Whether a Ctrl-C came while the command was loading (``_noted``)."""
+
+
 def main() -> None:
     """Load the ``turnkit`` command and run it (``turnkit.cli.main``)."""
     sys.unraisablehook = _unraisable
+    signal.signal(signal.SIGINT, _noted)
     try:
-        from turnkit.cli import main as run
-
+        try:
+            run = _load()
+        except Exception:
+            if not _pressed:
+                raise
+            raise KeyboardInterrupt from None  # a library turned the Ctrl-C into its own error
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         run()
     except SystemExit:  # the command has ended: a Ctrl-C while Python shuts down (its threads,
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # atexit) ends it at once, 130 to a shell
@@ -39,6 +50,21 @@ def main() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C ends it at once
         print(f"\n{STOPPED}", flush=True)
         sys.exit(INTERRUPTED)
+
+
+def _load() -> Callable[[], None]:
+    from turnkit.cli import main as run
+
+    return run
+
+
+def _noted(signum: int, frame: object) -> None:
+    """SIGINT while the command loads: Python's own handler, remembering it was pressed.
+    pydantic-core, building a validator at import, catches the ``KeyboardInterrupt`` and raises
+    a ``SchemaError`` that only names it; ``main`` still ends that in the one line."""
+    global _pressed
+    _pressed = True
+    raise KeyboardInterrupt
 
 
 def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
@@ -58,5 +84,5 @@ def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
 
 def _redeliver() -> None:
     time.sleep(REDELIVER_AFTER)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ended meanwhile
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _noted):  # still running
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)

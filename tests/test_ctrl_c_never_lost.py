@@ -7,7 +7,10 @@ Two ways Python can drop one, each reproduced here as it happens, without timing
   itself, Python ignores it a second time), and as a real signal (the main thread may already
   be blocked in a read);
 - it is taken by Python's signal handler after the last check and before the prompt's read
-  blocks: nothing interrupts the read, so the prompt must not block for long without a look.
+  blocks: nothing interrupts the read, so the prompt must not block for long without a look;
+- a library catches it while the command loads and raises an error of its own instead
+  (pydantic-core building a validator raises a ``SchemaError`` naming it; a CI run printed that
+  traceback): the console script must still end in its one line and status 130.
 """
 
 from __future__ import annotations
@@ -122,3 +125,34 @@ def test_a_prompt_reads_a_pipe_without_waiting_on_it(tmp_path):
                           encoding="utf-8", timeout=TIMEOUT)  # fmt: skip
     child.expect("a b")
     child.expect(pexpect.EOF)
+
+
+def test_an_error_a_library_made_of_a_ctrl_c_while_loading_ends_in_the_one_line():
+    out, status = run_python("""
+        import signal, _turnkit_entry
+
+        def load():  # as pydantic-core does with a Ctrl-C while it builds a validator
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                raise ValueError('Error building "literal" validator: KeyboardInterrupt') from None
+
+        _turnkit_entry._load = load
+        _turnkit_entry.main()
+    """)
+    assert (status, out.split()) == (130, ["stopped", "(Ctrl-C)"]), out
+
+
+def test_an_error_while_loading_without_a_ctrl_c_is_not_taken_for_one():
+    out, status = run_python("""
+        import _turnkit_entry
+
+        def load():
+            raise ValueError("a broken install")
+
+        _turnkit_entry._load = load
+        _turnkit_entry.main()
+    """)
+    assert status == 1
+    assert "ValueError: a broken install" in out
+    assert "stopped (Ctrl-C)" not in out
